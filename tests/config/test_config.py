@@ -1,0 +1,276 @@
+"""The stack configuration: every shipped stack loads, and bad input is named before anything runs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lab.config import ConfigError, LabConfig, all_stacks, load_stack, parse_config, read_stack_values
+
+GOOD: dict[str, Any] = {
+    "distribution": "k3s",
+    "nodes": [
+        {"name": "gpu-a", "address": "192.168.50.11", "user": "ubuntu", "role": "server", "gpus": 1},
+        {"name": "gpu-b", "address": "192.168.50.12", "user": "ubuntu", "role": "agent", "gpus": 1},
+    ],
+}
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    """GOOD with one key replaced; `path` is dotted, list items by index, value None deletes."""
+    values = copy.deepcopy(GOOD)
+    *parents, last = path.split(".")
+    target: Any = values
+    for part in parents:
+        target = target[int(part)] if part.isdigit() else target.setdefault(part, {})
+    key: Any = int(last) if last.isdigit() else last
+    if value is None:
+        del target[key]
+    else:
+        target[key] = value
+    return values
+
+
+def test_every_shipped_stack_loads() -> None:
+    stacks = all_stacks()
+    assert {"lab", "cpu"} <= set(stacks)
+    for stack in stacks:
+        assert isinstance(load_stack(stack), LabConfig)
+
+
+def test_reference_lab_facts() -> None:
+    lab = load_stack("lab")
+    assert [n.name for n in lab.nodes] == ["gpu-a", "gpu-b"]
+    assert lab.server.name == "gpu-a" and [a.name for a in lab.agents] == ["gpu-b"]
+    assert lab.has_gpus and lab.total_gpus == 2 and lab.backend == "nccl"
+    assert lab.replicas == 2
+    assert lab.registry_endpoint == "192.168.50.11:30500"
+    assert lab.nfs_server.name == "gpu-a"
+    cpu = load_stack("cpu")
+    assert not cpu.has_gpus and cpu.backend == "gloo"
+
+
+def test_defaults_a_user_expects() -> None:
+    cfg = parse_config(GOOD)
+    assert cfg.distribution.value == "k3s"
+    assert cfg.ssh.host_key_policy.value == "accept-new"
+    assert cfg.nfs.export_path == "/srv/k8scifar"
+    assert cfg.nfs_allowed_networks == ["192.168.50.11/32", "192.168.50.12/32"]
+    assert cfg.trainer.placement.value == "spread" and cfg.replicas == 2
+    assert cfg.trainer.batch_size == 1024 and cfg.trainer.model.value == "airbench"
+    assert cfg.sweep is None and cfg.sweep_parallelism == 0
+
+
+def test_sweep_size_and_parallelism() -> None:
+    grid = {"parameters": {"learningRate": [0.1, 0.2, 0.4], "batchSize": [256, 512]}}
+    cfg = parse_config(_with("sweep", grid))
+    assert cfg.sweep is not None and cfg.sweep.size() == 6
+    assert cfg.sweep_parallelism == 2  # one set per GPU
+    assert cfg.sweep.space()["parameters"] == {"lr": [0.1, 0.2, 0.4], "batch_size": [256, 512]}
+    rnd = {
+        "strategy": "random",
+        "samples": 5,
+        "parameters": {"learningRate": {"min": 0.01, "max": 1, "log": True}},
+    }
+    assert parse_config(_with("sweep", rnd)).sweep.size() == 5  # type: ignore[union-attr]
+
+
+BAD = [
+    # (what, values, the key the message must name, a word of the problem)
+    ("no nodes", _with("nodes", []), "k8scifar:nodes", "at least 1"),
+    ("nodes missing", _with("nodes", None), "k8scifar:nodes", "missing"),
+    ("duplicate node names", _with("nodes.1.name", "gpu-a"), "k8scifar:nodes", "two nodes are named 'gpu-a'"),
+    ("duplicate addresses", _with("nodes.1.address", "192.168.50.11"), "k8scifar:nodes", "share the address"),
+    ("no server", _with("nodes.0.role", "agent"), "k8scifar:nodes", "exactly one node must be the server"),
+    ("two servers", _with("nodes.1.role", "server"), "k8scifar:nodes", "2 nodes have role server"),
+    ("unknown role", _with("nodes.1.role", "worker"), "k8scifar:nodes[1].role", "'worker'"),
+    ("bad address", _with("nodes.0.address", "192.168.50.300"), "k8scifar:nodes[0].address", "not an IP"),
+    ("hostname address", _with("nodes.0.address", "gpu-a.lan"), "k8scifar:nodes[0].address", "not an IP"),
+    ("negative gpus", _with("nodes.0.gpus", -1), "k8scifar:nodes[0].gpus", "greater than or equal to 0"),
+    ("node name not a DNS label", _with("nodes.0.name", "GPU_A"), "k8scifar:nodes[0].name", "DNS label"),
+    ("node without user", _with("nodes.0.user", None), "k8scifar:nodes[0].user", "missing"),
+    ("bad interface", _with("nodes.0.interface", "eth 0"), "k8scifar:nodes[0].interface", "DNS label"),
+    ("unknown distribution", _with("distribution", "microk8s"), "k8scifar:distribution", "'microk8s'"),
+    ("unknown top-level key", _with("replicas", 2), "k8scifar:replicas", "unknown key"),
+    ("typo in trainer key", _with("trainer.replica", 2), "k8scifar:trainer.replica", "unknown key"),
+    (
+        "bad CIDR",
+        _with("nfs.allowedNetworks", ["192.168.50.0/33"]),
+        "k8scifar:nfs.allowedNetworks",
+        "not a CIDR",
+    ),
+    (
+        "CIDR with host bits",
+        _with("nfs.allowedNetworks", ["192.168.50.1/24"]),
+        "k8scifar:nfs.allowedNetworks",
+        "not a CIDR",
+    ),
+    ("export to the world", _with("nfs.allowedNetworks", []), "k8scifar:nfs.allowedNetworks", "is empty"),
+    (
+        "CIDR that leaves a node out",
+        _with("nfs.allowedNetworks", ["192.168.50.12/32"]),
+        "k8scifar:nfs.allowedNetworks",
+        "gpu-a",
+    ),
+    ("NFS server not a node", _with("nfs.server", "nas"), "k8scifar:nfs.server", "'nas' is not a node"),
+    ("relative export path", _with("nfs.exportPath", "srv/lab"), "k8scifar:nfs.exportPath", "absolute"),
+    ("registry port outside NodePorts", _with("registry.port", 5000), "k8scifar:registry.port", "30000"),
+    (
+        "unsupported Kubernetes",
+        _with("kubernetesVersion", "1.19.0"),
+        "k8scifar:kubernetesVersion",
+        "1.25 to 1.37",
+    ),
+    (
+        "malformed Kubernetes version",
+        _with("kubernetesVersion", "latest"),
+        "k8scifar:kubernetesVersion",
+        "1.33.5",
+    ),
+    ("too many spread replicas", _with("trainer.replicas", 3), "k8scifar:trainer.replicas", "at most 2"),
+    (
+        "too many packed GPU replicas",
+        _with("trainer", {"placement": "pack", "replicas": 2}),
+        "k8scifar:trainer.replicas",
+        "largest holds 1 GPUs",
+    ),
+    (
+        "zero replicas",
+        _with("trainer.replicas", 0),
+        "k8scifar:trainer.replicas",
+        "greater than or equal to 1",
+    ),
+    ("unknown placement", _with("trainer.placement", "random"), "k8scifar:trainer.placement", "'random'"),
+    ("unknown backend", _with("trainer.backend", "mpi"), "k8scifar:trainer.backend", "'mpi'"),
+    (
+        "negative learning rate",
+        _with("trainer.learningRate", -0.1),
+        "k8scifar:trainer.learningRate",
+        "greater than 0",
+    ),
+    ("batch size as text", _with("trainer.batchSize", "big"), "k8scifar:trainer.batchSize", "integer"),
+    (
+        "target accuracy above 1",
+        _with("trainer.targetAccuracy", 94),
+        "k8scifar:trainer.targetAccuracy",
+        "less than or equal to 1",
+    ),
+    (
+        "nccl without GPUs",
+        _with("nodes", [dict(n, gpus=0) for n in GOOD["nodes"]]) | {"trainer": {"backend": "nccl"}},
+        "k8scifar:trainer.backend",
+        "nccl needs GPUs",
+    ),
+    (
+        "airgap with kubeadm",
+        _with("distribution", "kubeadm") | {"airgap": {"k3sBinary": __file__, "imagesTarball": __file__}},
+        "k8scifar:airgap",
+        "only k3s",
+    ),
+    (
+        "airgap file missing",
+        _with("airgap", {"k3sBinary": "/nonexistent/k3s", "imagesTarball": __file__}),
+        "k8scifar:airgap.k3sBinary",
+        "does not exist",
+    ),
+    (
+        "unknown sweep parameter",
+        _with("sweep", {"parameters": {"dropout": [0.1]}}),
+        "k8scifar:sweep.parameters",
+        "unknown parameter 'dropout'",
+    ),
+    (
+        "sweep parameter without values",
+        _with("sweep", {"parameters": {"learningRate": []}}),
+        "k8scifar:sweep.parameters",
+        "no values",
+    ),
+    (
+        "grid over a range",
+        _with("sweep", {"parameters": {"learningRate": {"min": 0.1, "max": 1}}}),
+        "k8scifar:sweep.parameters",
+        "cannot enumerate",
+    ),
+    (
+        "random without samples",
+        _with("sweep", {"strategy": "random", "parameters": {"learningRate": [0.1]}}),
+        "k8scifar:sweep.samples",
+        "number of sets",
+    ),
+    (
+        "sweep wider than the GPUs",
+        _with("sweep", {"parallelism": 3, "parameters": {"learningRate": [0.1]}}),
+        "k8scifar:sweep.parallelism",
+        "exceeds the 2 GPUs",
+    ),
+    (
+        "inverted range",
+        _with(
+            "sweep",
+            {"strategy": "random", "samples": 2, "parameters": {"learningRate": {"min": 1, "max": 0.1}}},
+        ),
+        "k8scifar:sweep.parameters",
+        "min must be below max",
+    ),
+    (
+        "unknown sweep model",
+        _with("sweep", {"parameters": {"model": ["vit"]}}),
+        "k8scifar:sweep.parameters.model",
+        "'vit'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "values", "key", "problem"), BAD, ids=[b[0] for b in BAD])
+def test_bad_configuration_names_key_and_problem(what: str, values: dict, key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(values, source="test")
+    message = str(info.value)
+    lines = [line for line in message.splitlines()[1:] if line.startswith(f"  - {key}:")]
+    assert lines, f"{what}: no problem names {key}:\n{message}"
+    assert any(problem in line for line in lines), f"{what}: {problem!r} not in\n{message}"
+    assert "Traceback" not in message and "pydantic" not in message
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    values = _with("nodes.0.gpus", -1) | {"registry": {"port": 80}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(values)
+    assert len(info.value.problems) == 2
+
+
+def test_missing_stack_file_lists_existing_stacks(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.one.yaml").write_text(yaml.safe_dump({"config": {"k8scifar:nodes": GOOD["nodes"]}}))
+    with pytest.raises(ConfigError, match=r"no such stack file; existing stacks: one"):
+        load_stack("two", tmp_path)
+    assert load_stack("one", tmp_path).server.name == "gpu-a"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("config: [unclosed", "not valid YAML"),
+        ("encryptionsalt: x\n", "has no `config:` mapping"),
+        ("config:\n  nodes: []\n", "nodes: keys must be written k8scifar:NAME"),
+    ],
+)
+def test_unreadable_stack_file(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=problem):
+        read_stack_values(path)
+
+
+def test_skip_steps_carry_their_reason() -> None:
+    cfg = parse_config(GOOD | {"skip": {"nfsServerStart": "the kernel has no NFS server"}})
+    assert [(s.value, why) for s, why in cfg.skip.items()] == [
+        ("nfsServerStart", "the kernel has no NFS server")
+    ]
+    with pytest.raises(ConfigError, match=r"k8scifar:skip.*(nfsStart|Input should be)"):
+        parse_config(GOOD | {"skip": {"nfsStart": "typo"}})
+    with pytest.raises(ConfigError, match=r"k8scifar:skip\.nfsServerStart: String should have at least 1"):
+        parse_config(GOOD | {"skip": {"nfsServerStart": ""}})

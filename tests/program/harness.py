@@ -1,0 +1,161 @@
+"""Runs the Pulumi program under the engine's mocks and records what it declares.
+
+No Pulumi CLI or provider plugin exists on the test machines, so `pulumi.runtime.set_mocks`
+stands in for the engine: every resource registration is recorded with its inputs, parent,
+provider and dependencies, and every stack export is resolved, for the tests to inspect.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+
+from lab.config import PROJECT, read_stack_values, stack_file
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = ROOT / "__main__.py"
+
+
+@dataclass
+class Registered:
+    """One resource as the engine saw it."""
+
+    type: str
+    name: str
+    urn: str
+    inputs: dict[str, Any]
+    parent: str
+    provider: str
+    dependencies: list[str]
+    secret_outputs: list[str]
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return self.type.startswith("kubernetes:") and "providers" not in self.type
+
+    @property
+    def kind(self) -> str:
+        return self.type.rsplit(":", 1)[-1]
+
+
+@dataclass
+class ProgramRun:
+    stack: str
+    resources: list[Registered] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: set[str] = field(default_factory=set)
+
+    def kubernetes_objects(self) -> list[Registered]:
+        return [r for r in self.resources if r.is_kubernetes]
+
+    def of_kind(self, kind: str) -> list[Registered]:
+        return [r for r in self.kubernetes_objects() if r.kind == kind]
+
+    def one(self, kind: str) -> Registered:
+        found = self.of_kind(kind)
+        assert len(found) == 1, f"{self.stack}: expected one {kind}, found {[r.name for r in found]}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registered:
+        return next(r for r in self.resources if r.urn == urn)
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The engine's mock monitor, keeping each registration's options as well as its inputs."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks, run: ProgramRun) -> None:
+        super().__init__(mocks)
+        self.run = run
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.run.resources.append(
+                Registered(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    inputs=rpc.deserialize_properties(request.object),
+                    parent=request.parent,
+                    provider=request.provider,
+                    dependencies=list(request.dependencies),
+                    secret_outputs=list(request.additionalSecretOutputs),
+                )
+            )
+        return response
+
+
+class LabMocks(pulumi.runtime.Mocks):
+    """Echo inputs back as outputs, the way a provider with nothing to compute would."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        state = dict(args.inputs)
+        if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
+            state["metadata"] = {"name": args.name, **state["metadata"]}
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        return {}
+
+
+def _config_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def run_program(stack: str, values: dict[str, Any] | None = None, main: Path = MAIN) -> ProgramRun:
+    """Run `main` as stack `stack` (its stack file, or `values` when given) and record it."""
+    if values is None:
+        values = read_stack_values(stack_file(stack))
+    run = ProgramRun(stack)
+    mocks = LabMocks()
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
+    )
+    pulumi.runtime.set_all_config({f"{PROJECT}:{k}": _config_value(v) for k, v in values.items()})
+    exports: dict[str, Any] = {}
+    real_export = pulumi.export
+
+    def record_export(name: str, value: Any) -> None:
+        exports[name] = value
+        real_export(name, value)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output:
+        pulumi.export = record_export
+        try:
+            runpy.run_path(str(main), run_name="__main__")
+        finally:
+            pulumi.export = real_export
+        resolved = {k: pulumi.Output.from_input(v) for k, v in exports.items()}
+        secrets = {k: pulumi.Output.from_input(v).is_secret() for k, v in exports.items()}
+
+        async def settle() -> None:
+            for name, out in resolved.items():
+                run.outputs[name] = await out.future()
+                if await secrets[name]:
+                    run.secret_outputs.add(name)
+
+        return pulumi.Output.from_input(settle())
+
+    program()
+    return run
+
+
+def kubernetes_object(resource: Registered) -> dict[str, Any]:
+    """The manifest a resource stands for, as the Kubernetes API would receive it."""
+    obj = dict(resource.inputs)
+    obj.setdefault("metadata", {})
+    return obj
+
+
+def validate_object(obj: dict[str, Any], version: str) -> None:
+    """Strict schema validation of one object; raises kubernetes_validate's error when it fails."""
+    kubernetes_validate.validate(obj, version, strict=True)
