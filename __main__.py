@@ -9,7 +9,9 @@ from lab import config
 
 lab = config.from_pulumi()
 
-pulumi.export(
-    "nodes", {n.name: {"address": n.address, "role": n.role.value, "gpus": n.gpus} for n in lab.nodes}
-)
+# Hosts: Ansible turns the machines into a cluster; its kubeconfig builds the Kubernetes provider.
+
+# Cluster: everything inside Kubernetes, declared through that provider.
+
+pulumi.export("nodes", {n.name: {"address": n.address, "role": n.role, "gpus": n.gpus} for n in lab.nodes})
 pulumi.export("registry", lab.registry_endpoint)
