@@ -1,0 +1,140 @@
+"""Hyperparameter sweeps: expand a search space into the sets a sweep runs, one per index.
+
+The Pulumi program imports this module to size the Indexed Job, so it uses the standard
+library only (no torch, no matplotlib).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+PARAMETERS = ("lr", "batch_size", "epochs", "weight_decay", "momentum", "label_smoothing", "model")
+INTEGER_PARAMETERS = frozenset({"batch_size", "epochs"})
+STRATEGIES = ("grid", "random")
+
+
+class SweepError(ValueError):
+    """A search space or sweep file that cannot be expanded; the message names the fix."""
+
+
+def expand(space: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every hyperparameter set of `space`, in a fixed order: the same space gives the same list."""
+    parameters = _checked_parameters(space)
+    strategy = space.get("strategy", "grid")
+    if strategy == "grid":
+        return _grid(parameters)
+    if strategy == "random":
+        samples = space.get("samples")
+        if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
+            raise SweepError(f"random search needs 'samples', a positive integer (got {samples!r})")
+        return _random(parameters, samples, int(space.get("seed", 0)))
+    raise SweepError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def _checked_parameters(space: dict[str, Any]) -> dict[str, Any]:
+    parameters = space.get("parameters")
+    if not isinstance(parameters, dict) or not parameters:
+        raise SweepError("the space needs 'parameters': a mapping of name to a list of values or a range")
+    for name, values in parameters.items():
+        if name not in PARAMETERS:
+            raise SweepError(f"unknown parameter {name!r}; choose from {', '.join(PARAMETERS)}")
+        if isinstance(values, list):
+            if not values:
+                raise SweepError(f"parameter {name!r} has no values; give at least one")
+        elif isinstance(values, dict):
+            _check_range(name, values)
+        else:
+            raise SweepError(f"parameter {name!r} must be a list of values or a {{min, max, log}} range")
+    return parameters
+
+
+def _check_range(name: str, bounds: dict[str, Any]) -> None:
+    low, high = bounds.get("min"), bounds.get("max")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)):
+        raise SweepError(f"range {name!r} needs numeric 'min' and 'max' (got {bounds!r})")
+    if not low < high:
+        raise SweepError(f"range {name!r}: min ({low}) must be below max ({high})")
+    if bounds.get("log") and low <= 0:
+        raise SweepError(f"range {name!r}: a log range needs min > 0 (got {low})")
+    if name == "model":
+        raise SweepError("parameter 'model' takes a list of model names, not a range")
+
+
+def _grid(parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    ranges = [name for name, values in parameters.items() if isinstance(values, dict)]
+    if ranges:
+        raise SweepError(f"{', '.join(ranges)}: a grid needs lists of values; ranges need strategy random")
+    names = sorted(parameters)
+    return [
+        dict(zip(names, combo, strict=True)) for combo in itertools.product(*(parameters[n] for n in names))
+    ]
+
+
+def _random(parameters: dict[str, Any], samples: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    names = sorted(parameters)
+    return [{name: _draw(rng, name, parameters[name]) for name in names} for _ in range(samples)]
+
+
+def _draw(rng: random.Random, name: str, values: list[Any] | dict[str, Any]) -> Any:
+    if isinstance(values, list):
+        return rng.choice(values)
+    low, high = float(values["min"]), float(values["max"])
+    if values.get("log"):
+        value = math.exp(rng.uniform(math.log(low), math.log(high)))
+    else:
+        value = rng.uniform(low, high)
+    if name in INTEGER_PARAMETERS:
+        return round(value)
+    # Six significant digits: readable in run names and tables, still a continuous draw.
+    return float(f"{value:.6g}")
+
+
+def sweep_file(space: dict[str, Any]) -> dict[str, Any]:
+    """The sweep file's content: the space and its expansion, so a run never re-derives the sets."""
+    return {"space": space, "sets": expand(space)}
+
+
+def write_sweep_file(space: dict[str, Any], out: Path) -> int:
+    """Write the sweep file for `space` to `out`; returns how many sets it holds."""
+    content = sweep_file(space)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(content, indent=2) + "\n")
+    return len(content["sets"])
+
+
+def read_space(path: Path) -> dict[str, Any]:
+    """A search space from a JSON file, in the shape `lab.config.Sweep.space()` returns."""
+    return _read_json(path, "search space")
+
+
+def select(path: Path, index: int) -> dict[str, Any]:
+    """Hyperparameter set number `index` of the sweep file at `path`."""
+    content = _read_json(path, "sweep file")
+    sets = content.get("sets")
+    if not isinstance(sets, list) or not sets:
+        raise SweepError(f"{path}: no 'sets' list; write it with `python -m trainer sweep generate`")
+    if not 0 <= index < len(sets):
+        raise SweepError(f"{path}: index {index} is out of range; the sweep has sets 0 to {len(sets) - 1}")
+    chosen = sets[index]
+    unknown = sorted(set(chosen) - set(PARAMETERS))
+    if unknown:
+        raise SweepError(f"{path}: set {index} has unknown parameters {', '.join(unknown)}")
+    return chosen
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        content = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SweepError(f"{what} {path} does not exist") from None
+    except json.JSONDecodeError as err:
+        raise SweepError(f"{what} {path} is not valid JSON: {err}") from None
+    if not isinstance(content, dict):
+        raise SweepError(f"{what} {path} must hold a JSON object")
+    return content
