@@ -1,0 +1,83 @@
+"""Booting and stopping the machines: systemd-nspawn in the machine's network namespace.
+
+The host has no systemd to register machines with, so nspawn runs with `--register=no
+--keep-unit` as a plain child in its own session; the session id lets `down` stop it and
+anything it left behind.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from lab.testbed.commands import TestbedError, run
+from lab.testbed.layout import NSPAWN_RUNTIME, USER, Layout, Machine
+
+SSH_OPTIONS = [
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "LogLevel=ERROR",
+    "-o",
+    "ConnectTimeout=3",
+]
+
+
+def prepare_runtime_dir(layout: Layout) -> None:
+    """nspawn keeps per-machine state under /run/systemd/nspawn, which only systemd creates."""
+    if NSPAWN_RUNTIME.is_dir():
+        return
+    NSPAWN_RUNTIME.mkdir(parents=True)
+    run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(NSPAWN_RUNTIME)])
+    (layout.state / "mounted-nspawn-runtime").write_text(f"{NSPAWN_RUNTIME}\n")
+
+
+def release_runtime_dir(layout: Layout) -> None:
+    """Unmount the runtime directory if this testbed mounted it and no other machine still uses it."""
+    marker = layout.state / "mounted-nspawn-runtime"
+    if not marker.exists():
+        return
+    # nspawn leaves its empty bookkeeping directories; any other entry belongs to a running machine.
+    if all(p.is_dir() for p in NSPAWN_RUNTIME.rglob("*")):
+        run(["umount", str(NSPAWN_RUNTIME)], check=False)
+        NSPAWN_RUNTIME.rmdir()
+    marker.unlink()
+
+
+def boot(machine: Machine, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [
+        "systemd-nspawn",
+        f"--directory={machine.root}",
+        f"--machine={machine.name}",
+        f"--network-namespace-path={machine.netns_path}",
+        "--register=no",
+        "--keep-unit",
+        "--resolv-conf=off",
+        "--console=read-only",
+        "--boot",
+    ]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def ssh_command(layout: Layout, machine: Machine, *command: str) -> list[str]:
+    """The ssh command line that runs `command` on `machine` as the testbed user."""
+    return ["ssh", *SSH_OPTIONS, "-i", str(layout.key), f"{USER}@{machine.address}", *command]
+
+
+def wait_for_ssh(layout: Layout, machine: Machine, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TestbedError(f"{machine.name}: systemd-nspawn exited ({proc.returncode}) while booting")
+        if run(ssh_command(layout, machine, "true"), check=False, timeout=10).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise TestbedError(f"{machine.name}: no SSH on {machine.address} within {timeout:.0f} s")

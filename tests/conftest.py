@@ -1,0 +1,8 @@
+"""Collection rules for the test tree.
+
+tests/cluster is the validation suite users run against a lab (`python -m lab.validate`); it
+needs hosts from an inventory, so the default run leaves it out. The integration tests run it
+against the local test machines.
+"""
+
+collect_ignore = ["cluster"]
