@@ -4,14 +4,24 @@ Reads the stack configuration and composes the lab's named parts; each part live
 """
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from lab import config
+from lab.cluster import Cluster
 
 lab = config.from_pulumi()
 
 # Hosts: Ansible turns the machines into a cluster; its kubeconfig builds the Kubernetes provider.
+provider = k8s.Provider("lab")  # stand-in until the host bootstrap builds it from its kubeconfig
 
 # Cluster: everything inside Kubernetes, declared through that provider.
+cluster = Cluster("lab", lab, provider).outputs
+pulumi.export("image", cluster.image)
+pulumi.export("run", cluster.run_name)
+pulumi.export("results", cluster.results)
+pulumi.export("follow", cluster.follow)
+if cluster.sweep_results:
+    pulumi.export("sweepResults", cluster.sweep_results)
 
 pulumi.export("nodes", {n.name: {"address": n.address, "role": n.role, "gpus": n.gpus} for n in lab.nodes})
 pulumi.export("registry", lab.registry_endpoint)

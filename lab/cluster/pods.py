@@ -1,0 +1,108 @@
+"""Pod building blocks the trainer image's workloads share: security, volumes, GPU access, arguments.
+
+The StatefulSet, the sweep and the dataset Job all run the trainer image; these helpers keep
+their security settings, mounts and GPU wiring identical, so the consistency checks can hold
+every one of them to the same rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.config import LabConfig
+
+DATA_DIR = "/data"
+RUNS_DIR = "/runs"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_NODE_LABEL = "nvidia.com/gpu.present"
+GPU_RUNTIME_CLASS = "nvidia"
+
+# torchrun SIGKILLs workers 30 s after SIGTERM; the emergency checkpoint fits in that window,
+# and the pod's grace period adds room for the process to exit after it.
+EMERGENCY_CHECKPOINT_SECONDS = 30
+GRACE_PERIOD_SECONDS = EMERGENCY_CHECKPOINT_SECONDS + 15
+
+# NCCL and Gloo move tensors through shared memory; the container runtime's 64 MiB default is too small.
+SHM_SIZE = "2Gi"
+
+
+def pod_security(lab: LabConfig) -> dict[str, Any]:
+    """Pod-level security: the export's owner, never root, the runtime's default seccomp filter."""
+    uid = lab.trainer.uid
+    return {
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def claim_volume(name: str, claim: Any, read_only: bool = False) -> dict[str, Any]:
+    volume: dict[str, Any] = {"claimName": claim}
+    if read_only:
+        volume["readOnly"] = True
+    return {"name": name, "persistentVolumeClaim": volume}
+
+
+def mount(name: str, path: str, read_only: bool = False) -> dict[str, Any]:
+    return {"name": name, "mountPath": path, **({"readOnly": True} if read_only else {})}
+
+
+def training_volumes(data_claim: Any, runs_claim: Any) -> list[dict[str, Any]]:
+    """The dataset (read-only), the runs volume and a memory-backed /dev/shm."""
+    return [
+        claim_volume("data", data_claim, read_only=True),
+        claim_volume("runs", runs_claim),
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+    ]
+
+
+def training_mounts() -> list[dict[str, Any]]:
+    return [mount("data", DATA_DIR, read_only=True), mount("runs", RUNS_DIR), mount("shm", "/dev/shm")]
+
+
+def gpu_pod_fields(lab: LabConfig) -> dict[str, Any]:
+    """What a pod needs to get a GPU on a GPU lab, and nothing on a CPU lab."""
+    if not lab.has_gpus:
+        return {}
+    return {"runtimeClassName": GPU_RUNTIME_CLASS, "nodeSelector": {GPU_NODE_LABEL: "true"}}
+
+
+def gpu_resources(lab: LabConfig) -> dict[str, Any]:
+    """One whole GPU per training process on GPU labs."""
+    return {"limits": {GPU_RESOURCE: 1}} if lab.has_gpus else {}
+
+
+def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> list[str]:
+    """The trainer's `train` subcommand with the stack's settings."""
+    t = lab.trainer
+    args = [
+        "train",
+        "--data", DATA_DIR,
+        "--runs", runs,
+        "--run-name", run_name,
+        "--model", t.model.value,
+        "--epochs", str(t.epochs),
+        "--batch-size", str(t.batch_size),
+    ]  # fmt: skip
+    if t.learning_rate is not None:
+        args += ["--lr", str(t.learning_rate)]
+    args += [
+        "--seed", str(t.seed),
+        "--backend", lab.backend,
+        "--compression", t.compression.value,
+        "--target-accuracy", str(t.target_accuracy),
+        "--checkpoint-keep", str(t.checkpoint_keep),
+        "--on-complete", on_complete,
+    ]  # fmt: skip
+    return args
+
+
+def field_env(name: str, path: str) -> dict[str, Any]:
+    """An environment variable filled in by the downward API."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}

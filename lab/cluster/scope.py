@@ -1,0 +1,45 @@
+"""What every cluster component needs: the lab, its namespace, and options that route through the provider."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from lab.cluster.labels import labels, selector_labels
+from lab.config import LabConfig
+
+
+def kubernetes_minor(lab: LabConfig) -> int:
+    """The configured Kubernetes minor version, for fields that only newer clusters know."""
+    return int(lab.kubernetes_version.split(".")[1])
+
+
+@dataclass(frozen=True)
+class Scope:
+    lab: LabConfig
+    provider: k8s.Provider
+    parent: pulumi.Resource
+    namespace: pulumi.Input[str]
+
+    def opts(self, *depends_on: pulumi.Resource, **options: Any) -> pulumi.ResourceOptions:
+        """Options for a child object: through the lab's provider, after `depends_on`."""
+        return pulumi.ResourceOptions(
+            parent=self.parent, provider=self.provider, depends_on=list(depends_on), **options
+        )
+
+    def labels(self, app: str, component: str) -> dict[str, str]:
+        return labels(self.lab.namespace, app, component)
+
+    def selector(self, app: str, component: str) -> dict[str, str]:
+        return selector_labels(self.lab.namespace, app, component)
+
+    def metadata(self, name: str, app: str, component: str, **extra: Any) -> dict[str, Any]:
+        """Metadata of a namespaced object with the lab's labels."""
+        return {"name": name, "namespace": self.namespace, "labels": self.labels(app, component), **extra}
+
+    def cluster_metadata(self, name: str, app: str, component: str) -> dict[str, Any]:
+        """Metadata of a cluster-scoped object (PersistentVolume, RuntimeClass)."""
+        return {"name": name, "labels": self.labels(app, component)}

@@ -1,0 +1,85 @@
+"""Static NFS volumes on the bootstrap's export, each bound to exactly one claim.
+
+The host bootstrap exports `<exportPath>` and creates `datasets/`, `runs/` and `registry/` in it,
+owned by the trainer's uid. Static PersistentVolumes point at those directories and name
+their claim (`claimRef`), and each claim names its volume (`volumeName`) with no storage class:
+nothing is provisioned dynamically and no other claim can take these volumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from lab.cluster.scope import Scope
+
+APP = "nfs"
+COMPONENT = "storage"
+
+
+@dataclass(frozen=True)
+class Share:
+    """One directory of the export and the claim that mounts it."""
+
+    directory: str
+    claim: str
+    size: str  # NFS enforces no quota; the size only has to satisfy the claim's request
+
+
+DATASETS = Share("datasets", "datasets", "2Gi")
+RUNS = Share("runs", "runs", "50Gi")
+REGISTRY = Share("registry", "registry", "50Gi")
+SHARES = (DATASETS, RUNS, REGISTRY)
+
+
+@dataclass(frozen=True)
+class Storage:
+    claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
+
+    def claim_name(self, share: Share) -> pulumi.Output[str]:
+        """The claim's name as an output, so whatever mounts it is created after it."""
+        return self.claims[share.claim].metadata.name
+
+
+def volume_name(scope: Scope, share: Share) -> str:
+    # PersistentVolumes are cluster-wide: the namespace keeps two labs on one cluster apart.
+    return f"{scope.lab.namespace}-{share.directory}"
+
+
+def export_path(scope: Scope, share: Share) -> str:
+    return f"{scope.lab.nfs.export_path}/{share.directory}"
+
+
+def _declare_share(scope: Scope, share: Share) -> k8s.core.v1.PersistentVolumeClaim:
+    access = ["ReadWriteMany"]
+    volume = k8s.core.v1.PersistentVolume(
+        f"{share.directory}-volume",
+        metadata=scope.cluster_metadata(volume_name(scope, share), APP, COMPONENT),
+        spec={
+            "capacity": {"storage": share.size},
+            "accessModes": access,
+            # Deleting the lab's objects must never delete datasets, results or images.
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": scope.lab.namespace, "name": share.claim},
+            "nfs": {"server": scope.lab.nfs_server.address, "path": export_path(scope, share)},
+        },
+        opts=scope.opts(),
+    )
+    return k8s.core.v1.PersistentVolumeClaim(
+        f"{share.directory}-claim",
+        metadata=scope.metadata(share.claim, APP, COMPONENT),
+        spec={
+            "accessModes": access,
+            "storageClassName": "",
+            "volumeName": volume.metadata.name,
+            "resources": {"requests": {"storage": share.size}},
+        },
+        opts=scope.opts(),
+    )
+
+
+def declare_storage(scope: Scope) -> Storage:
+    return Storage({share.claim: _declare_share(scope, share) for share in SHARES})

@@ -1,0 +1,124 @@
+"""The hyperparameter sweep: an Indexed Job, one hyperparameter set per completion index.
+
+The sets come from the trainer's own expansion of the stack's search space and travel in a
+ConfigMap as the sweep file; index i trains set i alone (one process, one GPU on GPU labs)
+into its own folder under `runs/<sweep name>/`, and at most `parallelism` sets run at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from lab.cluster.image import TrainerImage
+from lab.cluster.pods import (
+    GRACE_PERIOD_SECONDS,
+    RUNS_DIR,
+    container_security,
+    gpu_pod_fields,
+    gpu_resources,
+    mount,
+    pod_security,
+    train_args,
+    training_mounts,
+    training_volumes,
+)
+from lab.cluster.scope import Scope
+from lab.cluster.storage import DATASETS, RUNS, Storage
+from lab.config import LabConfig
+from trainer.sweep import sweep_file
+
+APP = "trainer"
+COMPONENT = "sweep"
+SWEEP_DIR = "/sweep"
+SWEEP_FILE_KEY = "sweep.json"
+SWEEP_TIMEOUT = "48h"
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    job: k8s.batch.v1.Job
+    name: str
+    sets: int
+
+
+def sweep_name(content: dict[str, Any], image_tag: str) -> str:
+    """Named after the sets and the image: a changed space or changed code is a new sweep."""
+    digest = hashlib.sha256(json.dumps([content, image_tag], sort_keys=True).encode()).hexdigest()
+    return f"sweep-{digest[:10]}"
+
+
+def _container(lab: LabConfig, image: TrainerImage, name: str) -> dict[str, Any]:
+    # Kubernetes expands $(JOB_COMPLETION_INDEX), which the Job controller sets on every pod.
+    args = train_args(lab, f"{RUNS_DIR}/{name}", "set-$(JOB_COMPLETION_INDEX)", on_complete="exit")
+    return {
+        "name": "trainer",
+        "image": image.reference,
+        "imagePullPolicy": "IfNotPresent",
+        "args": [*args, "--sweep", f"{SWEEP_DIR}/{SWEEP_FILE_KEY}"],
+        # Each set trains alone: a world of one rank, its store on the pod's loopback.
+        "env": [
+            {"name": "MASTER_ADDR", "value": "127.0.0.1"},
+            {"name": "MASTER_PORT", "value": str(lab.trainer.port)},
+            {"name": "WORLD_SIZE", "value": "1"},
+            {"name": "RANK", "value": "0"},
+        ],
+        "resources": gpu_resources(lab),
+        "securityContext": container_security(),
+        "volumeMounts": [*training_mounts(), mount("sweep", SWEEP_DIR, read_only=True)],
+    }
+
+
+def declare_sweep(
+    scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource
+) -> SweepRun | None:
+    lab = scope.lab
+    if lab.sweep is None:
+        return None
+    content = sweep_file(lab.sweep.space())
+    sets = len(content["sets"])
+    name = sweep_name(content, image.tag)
+    sweep_map = k8s.core.v1.ConfigMap(
+        "sweep",
+        metadata=scope.metadata(name, APP, COMPONENT),
+        data={SWEEP_FILE_KEY: json.dumps(content, indent=2, sort_keys=True)},
+        immutable=True,
+        opts=scope.opts(),
+    )
+    volumes = [
+        *training_volumes(storage.claim_name(DATASETS), storage.claim_name(RUNS)),
+        {"name": "sweep", "configMap": {"name": sweep_map.metadata.name}},
+    ]
+    job = k8s.batch.v1.Job(
+        "sweep",
+        metadata=scope.metadata(name, APP, COMPONENT),
+        spec={
+            "completionMode": "Indexed",
+            "completions": sets,
+            "parallelism": lab.sweep_parallelism,
+            # A retry per set on average; a set that fails for good fails the sweep.
+            "backoffLimit": sets,
+            "template": {
+                "metadata": {"labels": scope.labels(APP, COMPONENT)},
+                "spec": {
+                    **gpu_pod_fields(lab),
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
+                    "securityContext": pod_security(lab),
+                    "containers": [_container(lab, image, name)],
+                    "volumes": volumes,
+                },
+            },
+        },
+        opts=scope.opts(
+            image.job,
+            dataset,
+            custom_timeouts=pulumi.CustomTimeouts(create=SWEEP_TIMEOUT, update=SWEEP_TIMEOUT),
+        ),
+    )
+    return SweepRun(job, name, sets)
