@@ -1,0 +1,38 @@
+"""`labctl`: the operator's command for the lab, before `pulumi up` (init, doctor) and after it
+(validate, status, results)."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab.cli import doctor, init, results, status, validate
+from lab.cli.console import CliError, print_error
+from lab.config import ConfigError
+from lab.ssh import SshError
+
+# Failures the operator can fix; anything else is a bug and keeps its traceback.
+EXPECTED = (CliError, ConfigError, SshError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="labctl",
+        description="Prepare, check and follow the K8sCIFAR lab. The lab itself comes up with"
+        " `pulumi up --stack NAME`.",
+    )
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    for module in (init, doctor, validate, status, results):
+        module.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except EXPECTED as err:
+        print_error(err)
+        return 2
+    except KeyboardInterrupt:
+        print_error(CliError("interrupted"))
+        return 130

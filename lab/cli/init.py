@@ -1,0 +1,170 @@
+"""`labctl init`: from the machines' addresses to a checked, commented stacks/Pulumi.<name>.yaml."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.prompt import Prompt
+from rich.table import Table
+
+from lab.cli.console import CliError, console
+from lab.cli.stackarg import add_stack_option
+from lab.cli.stackfile import render_stack
+from lab.config import (
+    Distribution,
+    HostKeyPolicy,
+    Node,
+    Role,
+    Ssh,
+    load_stack,
+    parse_config,
+    read_stack_values,
+    stack_file,
+)
+from lab.ssh import Remote
+
+NODE_SPEC = re.compile(r"^(?:(?P<name>[^=@]+)=)?(?P<user>[^=@]+)@(?P<address>[^=@]+)$")
+# Placeholder name while the node's hostname is not known yet.
+UNNAMED = "unnamed"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine as the operator described it, before anything about it is detected."""
+
+    name: str | None
+    user: str
+    address: str
+    role: Role
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "init",
+        help="write a stack file for your machines",
+        description="Check SSH access and passwordless sudo on each machine, detect its GPUs and network"
+        " interface, and write a commented stacks/Pulumi.NAME.yaml. Without --server it asks.",
+    )
+    add_stack_option(parser)
+    parser.add_argument("--server", metavar="[NAME=]USER@ADDRESS", help="the control-plane machine")
+    parser.add_argument(
+        "--agent", metavar="[NAME=]USER@ADDRESS", action="append", default=[], help="a worker (repeatable)"
+    )
+    parser.add_argument("--key", default=Ssh().key_path, help="SSH private key (default: %(default)s)")
+    parser.add_argument("--ssh-port", type=int, default=22, help="SSH port on every machine (default: 22)")
+    parser.add_argument(
+        "--host-key-policy", choices=[p.value for p in HostKeyPolicy], default=HostKeyPolicy.ACCEPT_NEW.value
+    )
+    parser.add_argument("--distribution", choices=[d.value for d in Distribution], default="k3s")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing stack file")
+    parser.set_defaults(handler=run)
+
+
+def parse_machine(spec: str, role: Role) -> Machine:
+    match = NODE_SPEC.match(spec.strip())
+    if not match:
+        raise CliError(f"{spec!r} is not [NAME=]USER@ADDRESS, e.g. gpu-a=ubuntu@192.168.50.11")
+    return Machine(match["name"], match["user"], match["address"], role)
+
+
+def ask_machines() -> list[Machine]:
+    """The machines, asked for one by one on the terminal."""
+    try:
+        user = Prompt.ask("SSH user on the machines", default=os.environ.get("USER") or "ubuntu")
+        machines = [Machine(None, user, Prompt.ask("Server address (control plane)"), Role.SERVER)]
+        while address := Prompt.ask("Agent address (empty to finish)", default="", show_default=False):
+            machines.append(Machine(None, user, address, Role.AGENT))
+    except EOFError:
+        raise CliError("no answer on standard input; give the machines with --server and --agent") from None
+    return machines
+
+
+def run(args: argparse.Namespace) -> int:
+    path = stack_file(args.stack, args.stacks_dir)
+    if path.exists() and not args.force:
+        raise CliError(f"{path} already exists; pass --force to overwrite it, or choose another --stack")
+    if args.server:
+        machines = [parse_machine(args.server, Role.SERVER)] + [
+            parse_machine(a, Role.AGENT) for a in args.agent
+        ]
+    else:
+        machines = ask_machines()
+    ssh = {"keyPath": args.key, "port": args.ssh_port, "hostKeyPolicy": args.host_key_policy}
+    # Validate what was typed before connecting anywhere: a bad address or name fails here, named.
+    typed = [_node(m, m.name or f"{UNNAMED}-{i}") for i, m in enumerate(machines)]
+    cfg = parse_config(_values(args, typed, ssh), "the command line")
+    nodes = []
+    for machine, node in zip(machines, cfg.nodes, strict=True):
+        with console.status(f"checking {machine.user}@{machine.address}"):
+            peer = next((m.address for m in machines if m is not machine), None)
+            nodes.append(detect(machine, Remote(node, cfg.ssh), peer))
+    write_checked(path, render_stack(_values(args, nodes, ssh)))
+    console.print(_nodes_table(load_stack(args.stack, args.stacks_dir).nodes))
+    console.print(f"wrote {path}; next: labctl doctor --stack {args.stack}")
+    return 0
+
+
+def _node(machine: Machine, name: str, **detected: object) -> dict[str, object]:
+    node = {"name": name, "address": machine.address, "user": machine.user, "role": machine.role.value}
+    return node | {k: v for k, v in detected.items() if v is not None}
+
+
+def _values(
+    args: argparse.Namespace, nodes: list[dict[str, object]], ssh: dict[str, object]
+) -> dict[str, object]:
+    return {"distribution": args.distribution, "nodes": nodes, "ssh": ssh}
+
+
+PROBE = """
+hostname -s
+if sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
+echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+echo "route=$(ip -o route get {peer} 2>/dev/null || ip -o route show default 2>/dev/null | head -n1)"
+"""
+
+
+def detect(machine: Machine, remote: Remote, peer: str | None) -> dict[str, object]:
+    """The node as found over SSH: its hostname, GPUs and the interface that reaches the peer."""
+    done = remote.run(PROBE.replace("{peer}", shlex.quote(peer or "1.1.1.1")), timeout=30)
+    lines = done.stdout.splitlines()
+    facts = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
+    if facts.get("sudo") != "yes":
+        raise CliError(
+            f"{remote.target}: {machine.user} cannot sudo without a password; add"
+            f" '{machine.user} ALL=(ALL) NOPASSWD: ALL' to /etc/sudoers.d/{machine.user} there"
+        )
+    hostname = re.sub(r"[^a-z0-9-]+", "-", (lines[0] if lines else "").lower()).strip("-")
+    interface = re.search(r"\bdev (\S+)", facts.get("route", ""))
+    return _node(
+        machine,
+        machine.name or hostname or machine.address.replace(".", "-").replace(":", "-"),
+        gpus=int(facts.get("gpus") or 0),
+        interface=interface[1] if interface else None,
+    )
+
+
+def write_checked(path: Path, text: str) -> None:
+    """Write the stack file only once the lab's own loader accepts it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.draft")
+    draft.write_text(text)
+    try:
+        parse_config(read_stack_values(draft), source=str(path))
+    except Exception:
+        draft.unlink()
+        raise
+    draft.replace(path)
+
+
+def _nodes_table(nodes: list[Node]) -> Table:
+    table = Table(title="nodes", title_justify="left")
+    for column in ("name", "address", "user", "role", "gpus", "interface"):
+        table.add_column(column)
+    for n in nodes:
+        table.add_row(n.name, n.address, n.user, n.role.value, str(n.gpus), n.interface or "-")
+    return table

@@ -1,0 +1,82 @@
+"""The training pods as the cluster sees them, read with kubectl on the server node over SSH."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from lab.cli.console import CliError
+from lab.config import Distribution, LabConfig
+from lab.ssh import Remote
+
+# Exit code of the remote script when the node has no cluster to ask.
+NO_CLUSTER = 3
+KUBECTL = {
+    Distribution.K3S: ("test -f /etc/rancher/k3s/k3s.yaml && command -v k3s", "k3s kubectl"),
+    Distribution.KUBEADM: (
+        "test -f /etc/kubernetes/admin.conf",
+        "kubectl --kubeconfig /etc/kubernetes/admin.conf",
+    ),
+}
+TRAINING_OWNERS = {"StatefulSet", "Job"}
+
+
+@dataclass(frozen=True)
+class Rank:
+    pod: str
+    rank: str
+    node: str
+    phase: str
+    restarts: int
+
+
+def _owner_kind(pod: dict[str, Any]) -> str:
+    owners = pod.get("metadata", {}).get("ownerReferences") or [{}]
+    return owners[0].get("kind", "")
+
+
+def ranks(pods: dict[str, Any]) -> list[Rank]:
+    """The pods of the DDP StatefulSet and the sweep Job, ordered by rank (the pod's index)."""
+    found = []
+    for pod in pods.get("items", []):
+        if _owner_kind(pod) not in TRAINING_OWNERS:
+            continue
+        meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
+        labels = meta.get("labels", {})
+        index = labels.get("apps.kubernetes.io/pod-index") or labels.get(
+            "batch.kubernetes.io/job-completion-index"
+        )
+        found.append(
+            Rank(
+                pod=meta["name"],
+                rank=index if index is not None else meta["name"].rsplit("-", 1)[-1],
+                node=spec.get("nodeName") or "-",
+                phase=status.get("phase", "Unknown"),
+                restarts=sum(c.get("restartCount", 0) for c in status.get("containerStatuses", [])),
+            )
+        )
+    return sorted(found, key=lambda r: (len(r.rank), r.rank, r.pod))
+
+
+def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
+    """Ask the server's own kubectl (admin kubeconfig, under sudo) for the lab namespace's pods."""
+    probe, kubectl = KUBECTL[cfg.distribution]
+    script = (
+        f"if ! sudo -n sh -c {shlex.quote(probe + ' >/dev/null')}; then exit {NO_CLUSTER}; fi;"
+        f" sudo -n {kubectl} get pods -n {shlex.quote(cfg.namespace)} -o json"
+    )
+    server = Remote(cfg.server, cfg.ssh)
+    done = server.run(script, timeout=60)
+    if done.returncode == NO_CLUSTER:
+        raise CliError(
+            f"no cluster on {cfg.server.name} ({cfg.server.address}) yet;"
+            f" bring it up with `pulumi up --stack {stack}`"
+        )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise CliError(
+            f"kubectl on {cfg.server.name} failed: {last}; check `labctl validate --stack {stack}`"
+        )
+    return ranks(json.loads(done.stdout))

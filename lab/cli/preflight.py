@@ -1,0 +1,232 @@
+"""The checks `labctl doctor` runs before a `pulumi up`: on the operator's machine and on each node."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
+from lab.cli.console import Finding, Level
+from lab.config import Distribution, LabConfig, Node, Role
+from lab.ssh import Remote, SshError
+
+LOCK = Path(__file__).resolve().parents[2] / "requirements.lock"
+PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
+SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
+MAX_CLOCK_SKEW_S = 1.0
+OPERATOR = "operator"
+
+# Everything doctor needs from a node in one round trip, as key=value lines.
+FACTS_SCRIPT = r"""
+. /etc/os-release
+echo "os_id=$ID"
+echo "os_version=$VERSION_ID"
+echo "os_name=$PRETTY_NAME"
+if sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
+echo "ntp=$(timedatectl show -p NTPSynchronized --value 2>/dev/null || echo unknown)"
+if command -v nvidia-smi >/dev/null; then
+  echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+  echo "driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)"
+else
+  echo "gpus=none"
+fi
+echo "tcp=$(ss -Hltn 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
+echo "udp=$(ss -Hlun 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
+echo "clock=$(date +%s.%N)"
+"""
+
+
+def pulumi_cli() -> Finding:
+    exe = shutil.which("pulumi")
+    if exe is None:
+        return Finding(
+            OPERATOR,
+            "Pulumi CLI",
+            Level.ERROR,
+            "`pulumi` is not on PATH",
+            f"install it ({PULUMI_INSTALL}), then `pulumi login --local`",
+        )
+    done = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=30, check=False)
+    version = done.stdout.strip()
+    if done.returncode != 0 or not re.fullmatch(r"v?3\.\d+\.\d+.*", version):
+        return Finding(
+            OPERATOR,
+            "Pulumi CLI",
+            Level.ERROR,
+            f"{exe} did not report a 3.x version ({version or done.stderr.strip()})",
+            f"reinstall it from {PULUMI_INSTALL}",
+        )
+    return Finding(OPERATOR, "Pulumi CLI", Level.OK, f"{version} at {exe}")
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    pins = {}
+    for line in lock.read_text().splitlines():
+        name, sep, version = line.split("#")[0].strip().partition("==")
+        if sep:
+            pins[name] = version
+    return pins
+
+
+def python_dependencies(lock: Path = LOCK) -> Finding:
+    """Every package of requirements.lock installed at its pinned version in this Python."""
+    wrong = []
+    pins = _pins(lock)
+    for name, want in pins.items():
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            wrong.append(f"{name} missing")
+            continue
+        if have != want:
+            wrong.append(f"{name} {have} (pinned {want})")
+    if wrong:
+        return Finding(
+            OPERATOR,
+            "Python dependencies",
+            Level.ERROR,
+            f"{len(wrong)} of {len(pins)} differ from {lock.name}: {', '.join(wrong[:5])}",
+            "run scripts/setup.sh, then use .venv/bin/labctl",
+        )
+    return Finding(
+        OPERATOR, "Python dependencies", Level.OK, f"{len(pins)} packages as pinned in {lock.name}"
+    )
+
+
+def needed_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
+    """(port, protocol) -> purpose, for the ports the lab will listen on at this node."""
+    ports = {(10250, "tcp"): "kubelet", (8472, "udp"): "flannel VXLAN"}
+    ports[(cfg.registry.port, "tcp")] = "registry NodePort"
+    if cfg.trainer.host_network:
+        ports[(cfg.trainer.port, "tcp")] = "DDP rendezvous (hostNetwork)"
+    if node.role is Role.SERVER:
+        ports[(6443, "tcp")] = "Kubernetes API"
+        if cfg.distribution is Distribution.KUBEADM:
+            ports |= {(2379, "tcp"): "etcd", (2380, "tcp"): "etcd peers"}
+            ports |= {(10257, "tcp"): "controller-manager", (10259, "tcp"): "scheduler"}
+    if node.name == cfg.nfs_server.name:
+        ports[(2049, "tcp")] = "NFS"
+    return ports
+
+
+def _facts(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def node_findings(cfg: LabConfig, node: Node) -> list[Finding]:
+    """SSH, sudo, OS, GPU driver, time sync and free ports on one node."""
+    remote = Remote(node, cfg.ssh)
+    sent = time.time()
+    try:
+        done = remote.run(FACTS_SCRIPT, timeout=60)
+    except SshError as err:
+        return [
+            Finding(node.name, "SSH", Level.ERROR, str(err), "fix SSH access first; the other checks need it")
+        ]
+    facts = _facts(done.stdout)
+    # The node read its clock about half-way through the round trip.
+    clock_offset = float(facts.get("clock", "nan")) - (sent + time.time()) / 2
+    return [
+        Finding(node.name, "SSH", Level.OK, f"logged in as {remote.target}"),
+        _sudo(node, facts),
+        _os(node, facts),
+        *_gpu(node, facts),
+        _time_sync(node, facts, clock_offset),
+        _ports(node, facts, needed_ports(cfg, node)),
+    ]
+
+
+def _sudo(node: Node, facts: dict[str, str]) -> Finding:
+    if facts.get("sudo") == "yes":
+        return Finding(node.name, "sudo", Level.OK, "passwordless")
+    return Finding(
+        node.name,
+        "sudo",
+        Level.ERROR,
+        f"{node.user} cannot sudo without a password",
+        f"add '{node.user} ALL=(ALL) NOPASSWD: ALL' to /etc/sudoers.d/{node.user} on {node.address}",
+    )
+
+
+def _os(node: Node, facts: dict[str, str]) -> Finding:
+    name = facts.get("os_name", "unknown")
+    if (facts.get("os_id"), facts.get("os_version")) in SUPPORTED_OS:
+        return Finding(node.name, "OS", Level.OK, name)
+    return Finding(
+        node.name,
+        "OS",
+        Level.ERROR,
+        f"{name} is not supported",
+        "use Ubuntu 22.04, Ubuntu 24.04 or Debian 12",
+    )
+
+
+def _gpu(node: Node, facts: dict[str, str]) -> list[Finding]:
+    if node.gpus == 0:
+        return []
+    seen = facts.get("gpus", "none")
+    if seen == "none":
+        return [
+            Finding(
+                node.name,
+                "GPU driver",
+                Level.ERROR,
+                f"the stack says {node.gpus} GPU(s) but nvidia-smi is missing",
+                "install the NVIDIA driver (`sudo ubuntu-drivers install` on Ubuntu) and reboot",
+            )
+        ]
+    if int(seen or 0) < node.gpus:
+        return [
+            Finding(
+                node.name,
+                "GPU driver",
+                Level.ERROR,
+                f"the stack says {node.gpus} GPU(s), nvidia-smi lists {seen}",
+                f"set gpus: {seen} for {node.name} in the stack file, or fix the driver (`nvidia-smi`)",
+            )
+        ]
+    return [Finding(node.name, "GPU driver", Level.OK, f"{seen} GPU(s), driver {facts.get('driver', '?')}")]
+
+
+def _time_sync(node: Node, facts: dict[str, str], offset: float) -> Finding:
+    skew = f"clock {offset:+.2f} s from the operator's"
+    if abs(offset) > MAX_CLOCK_SKEW_S:
+        return Finding(
+            node.name,
+            "time sync",
+            Level.ERROR,
+            skew,
+            "enable NTP: `sudo timedatectl set-ntp true` (or chrony)",
+        )
+    if facts.get("ntp") != "yes":
+        return Finding(
+            node.name,
+            "time sync",
+            Level.WARNING,
+            f"{skew}; NTP synchronisation {facts.get('ntp') or 'unknown'}",
+            "enable NTP so certificates and logs agree: `sudo timedatectl set-ntp true` (or chrony)",
+        )
+    return Finding(node.name, "time sync", Level.OK, f"NTP synchronised, {skew}")
+
+
+def _ports(node: Node, facts: dict[str, str], needed: dict[tuple[int, str], str]) -> Finding:
+    listening = {
+        (int(p), proto) for proto in ("tcp", "udp") for p in facts.get(proto, "").split() if p.isdigit()
+    }
+    busy = [
+        f"{port}/{proto} ({what})"
+        for (port, proto), what in sorted(needed.items())
+        if (port, proto) in listening
+    ]
+    if busy:
+        return Finding(
+            node.name,
+            "ports",
+            Level.WARNING,
+            f"already in use: {', '.join(busy)}",
+            "stop what listens there (`sudo ss -ltnup`), unless it is this lab already running",
+        )
+    return Finding(node.name, "ports", Level.OK, f"{len(needed)} needed ports free")

@@ -1,0 +1,106 @@
+"""`labctl results`: finished runs and sweeps, the sweep leaderboard, where the plots are, and a
+copy of it all on the operator's machine with --fetch."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from lab.cli.console import CliError, console
+from lab.cli.runsource import runs_source
+from lab.cli.stackarg import add_stack_option, load
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "results",
+        help="list runs and sweeps with their best accuracy; fetch results and plots",
+        description="Runs and sweeps with their best test accuracy and time, each sweep's leaderboard"
+        " (best first) and where the plots are, read from the NFS export over SSH or a local copy.",
+    )
+    add_stack_option(parser)
+    parser.add_argument("--runs-dir", type=Path, help="read a local copy of the runs folder instead")
+    parser.add_argument(
+        "--fetch", type=Path, metavar="DIR", help="copy results and plots (no checkpoints) to DIR"
+    )
+    parser.set_defaults(handler=run)
+
+
+def _acc(value: Any) -> str:
+    return f"{value:.2%}" if isinstance(value, int | float) else "-"
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:,.1f} s" if isinstance(value, int | float) else "-"
+
+
+def _best(run: dict[str, Any]) -> float:
+    return (run.get("summary") or {}).get("best_test_acc") or -1.0
+
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table(title="runs", title_justify="left")
+    for column in ("run", "state", "best acc", "final acc", "epochs", "ranks", "wall time", "to target"):
+        table.add_column(column)
+    for r in runs:
+        s = r.get("summary") or {}
+        state = (r.get("status") or {}).get("state") or ("complete" if s else "running")
+        ranks = f"{s.get('world_size', '-')} x {s.get('backend', '-')}" if s else "-"
+        table.add_row(
+            r["name"],
+            state,
+            _acc(s.get("best_test_acc")),
+            _acc(s.get("final_test_acc")),
+            str(s.get("epochs", r["epochs_logged"])),
+            ranks,
+            _seconds(s.get("wall_seconds")),
+            _seconds(s.get("seconds_to_target")),
+        )
+    return table
+
+
+def leaderboard(sweep: dict[str, Any]) -> Table:
+    """A sweep's members, best test accuracy first; unfinished members last."""
+    table = Table(title=f"sweep {sweep['name']} leaderboard", title_justify="left")
+    for column in ("place", "index", "hyperparameters", "best acc", "wall time", "to target"):
+        table.add_column(column)
+    members = sorted(sweep["members"], key=_best, reverse=True)
+    for place, m in enumerate(members, start=1):
+        s = m.get("summary") or {}
+        params = ", ".join(f"{k}={v}" for k, v in sorted((s.get("hyperparameters") or {}).items()))
+        table.add_row(
+            str(place),
+            m["name"],
+            params or "-",
+            _acc(s.get("best_test_acc")),
+            _seconds(s.get("wall_seconds")),
+            _seconds(s.get("seconds_to_target")),
+        )
+    return table
+
+
+def plots(found: dict[str, Any]) -> list[str]:
+    runs = found["runs"] + [m for s in found["sweeps"] for m in s["members"]]
+    return sorted([p for r in runs for p in r["plots"]] + [p for s in found["sweeps"] for p in s["plots"]])
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load(args)
+    source = runs_source(cfg, args.runs_dir)
+    found = source.collect()
+    if not found["runs"] and not found["sweeps"]:
+        raise CliError(f"no runs under {source.where} yet; `pulumi up --stack {args.stack}` starts training")
+    if found["runs"]:
+        console.print(runs_table(found["runs"]))
+    for sweep in found["sweeps"]:
+        console.print(leaderboard(sweep))
+    console.print(f"plots under {source.where}:")
+    for path in plots(found):
+        console.print(f"  {path}")
+    if args.fetch:
+        source.fetch(args.fetch)
+        console.print(f"copied results and plots to {args.fetch}")
+    return 0

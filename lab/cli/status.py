@@ -1,0 +1,110 @@
+"""`labctl status`: the training run as it stands: ranks and their nodes, epoch, loss, accuracy,
+throughput, ETA and restarts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from lab.cli.console import CliError, console
+from lab.cli.pods import Rank, training_ranks
+from lab.cli.runsource import runs_source
+from lab.cli.stackarg import add_stack_option, load
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "status",
+        help="show the training run as it stands",
+        description="Ranks and where they run (kubectl on the server over SSH), and the run's progress"
+        " from its status.json and metrics.jsonl on the NFS export.",
+    )
+    add_stack_option(parser)
+    parser.add_argument("--run", help="run folder name (default: the most recently updated run)")
+    parser.add_argument(
+        "--runs-dir", type=Path, help="read a local copy of the runs folder instead (no cluster query)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def all_runs(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """Plain runs and every sweep member, each named by its path under the runs folder."""
+    members = [m | {"name": m["path"]} for sweep in found["sweeps"] for m in sweep["members"]]
+    return found["runs"] + members
+
+
+def pick_run(found: dict[str, Any], name: str | None, where: str) -> dict[str, Any]:
+    runs = all_runs(found)
+    if name is not None:
+        for candidate in runs:
+            if name in {candidate["name"], candidate["path"]}:
+                return candidate
+        known = ", ".join(r["name"] for r in runs) or "none"
+        raise CliError(f"no run {name!r} under {where}; runs there: {known}")
+    if not runs:
+        raise CliError(
+            f"no training run under {where} yet; `pulumi up` starts one, `labctl status` follows it"
+        )
+    return max(runs, key=lambda r: r["modified"])
+
+
+def progress(run: dict[str, Any]) -> dict[str, Any]:
+    """status.json's fields, filled in from the last metrics line and the summary where it has none."""
+    status = run.get("status") or {}
+    latest = status.get("latest") if isinstance(status.get("latest"), dict) else {}
+    summary = run.get("summary") or {}
+    last = run.get("last_metrics") or {}
+    merged: dict[str, Any] = {"state": "complete" if summary else "unknown", "epochs": summary.get("epochs")}
+    merged |= {
+        k: last[k] for k in ("epoch", "step", "test_acc", "train_loss", "images_per_second") if k in last
+    }
+    return merged | status | latest
+
+
+def _format(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key.endswith("acc") and isinstance(value, float):
+        return f"{value:.2%}"
+    if key == "eta_seconds":
+        minutes, seconds = divmod(int(value), 60)
+        return f"{minutes} min {seconds:02d} s"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if value < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+ROWS = ("state", "epoch", "epochs", "step", "world_size", "train_loss", "test_acc", "images_per_second")
+ROWS += ("eta_seconds", "restarts", "updated")
+
+
+def run_table(run: dict[str, Any]) -> Table:
+    table = Table(title=f"run {run['name']}", title_justify="left", show_header=False)
+    table.add_column("field")
+    table.add_column("value")
+    figures = progress(run)
+    for key in ROWS:
+        table.add_row(key.replace("_", " "), _format(key, figures.get(key)))
+    return table
+
+
+def ranks_table(ranks: list[Rank]) -> Table:
+    table = Table(title="ranks", title_justify="left")
+    for column in ("rank", "pod", "node", "phase", "restarts"):
+        table.add_column(column)
+    for r in ranks:
+        table.add_row(r.rank, r.pod, r.node, r.phase, str(r.restarts))
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load(args)
+    ranks = [] if args.runs_dir else training_ranks(cfg, args.stack)
+    if ranks:
+        console.print(ranks_table(ranks))
+    source = runs_source(cfg, args.runs_dir)
+    console.print(run_table(pick_run(source.collect(), args.run, source.where)))
+    return 0

@@ -1,0 +1,29 @@
+"""`labctl validate`: the lab's testinfra suite against the stack's nodes (lab/validate.py runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from lab.cli.console import CliError
+from lab.cli.stackarg import add_stack_option, load
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "validate",
+        help="run the validation suite against the lab",
+        description="Generate the inventory from the stack, run the testinfra suite (host checks, and"
+        " cluster checks once the cluster is up) and print its report. Exits non-zero on a failure.",
+    )
+    add_stack_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    load(args)  # a bad stack file is reported here, in one line, before the suite starts
+    try:
+        suite = importlib.import_module("lab.validate")
+    except ModuleNotFoundError as err:
+        raise CliError(f"the validation suite is not installed ({err}); run scripts/setup.sh") from None
+    return suite.validate(args.stack)

@@ -1,0 +1,108 @@
+"""Run commands on the lab's nodes with the system `ssh`, the stack's key and its host-key policy.
+
+BatchMode is always on: a node that would ask for a password or a host-key confirmation fails at
+once with a message naming the node, instead of hanging a command that a person is waiting on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.config import HostKeyPolicy, Node, Ssh
+
+# ssh exits with 255 when it could not connect or authenticate; any other code is the command's.
+SSH_FAILED = 255
+
+
+class SshError(RuntimeError):
+    """A node that cannot be reached or logged in to; the message says which and what to check."""
+
+
+@dataclass(frozen=True)
+class Remote:
+    """One node as the operator's machine reaches it."""
+
+    node: Node
+    ssh: Ssh
+    connect_timeout: int = 10
+
+    @property
+    def target(self) -> str:
+        return f"{self.node.user}@{self.node.address}"
+
+    def options(self) -> list[str]:
+        """The ssh options every connection to this node uses."""
+        key = Path(self.ssh.key_path).expanduser()
+        opts = [
+            "-i",
+            str(key),
+            "-p",
+            str(self.ssh.port),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout}",
+            "-o",
+            "LogLevel=ERROR",
+        ]
+        if self.ssh.host_key_policy is HostKeyPolicy.OFF:
+            opts += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+        elif self.ssh.host_key_policy is HostKeyPolicy.STRICT:
+            opts += ["-o", "StrictHostKeyChecking=yes"]
+        else:
+            opts += ["-o", "StrictHostKeyChecking=accept-new"]
+        return opts
+
+    def argv(self, command: str) -> list[str]:
+        return ["ssh", *self.options(), self.target, command]
+
+    def run(
+        self, command: str, stdin: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `command` in the node's login shell; SshError when the node cannot be reached."""
+        return self._run(command, stdin, timeout, text=True)
+
+    def run_bytes(self, command: str, timeout: float = 600) -> subprocess.CompletedProcess[bytes]:
+        """`run` for commands whose output is binary, such as a tar stream."""
+        return self._run(command, None, timeout, text=False)
+
+    def _run(
+        self, command: str, stdin: str | None, timeout: float, text: bool
+    ) -> subprocess.CompletedProcess[Any]:
+        try:
+            done = subprocess.run(
+                self.argv(command), input=stdin, capture_output=True, text=text, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise SshError(
+                f"{self.node.name} ({self.target}): no answer within {timeout:.0f} s over SSH;"
+                " check that the machine is up and the address is right"
+            ) from None
+        if done.returncode == SSH_FAILED:
+            stderr = done.stderr if text else done.stderr.decode(errors="replace")
+            raise SshError(self.unreachable(stderr))
+        return done
+
+    def popen(self, command: str) -> subprocess.Popen[str]:
+        """Start `command` on the node and return at once; the caller writes its stdin, reads its output."""
+        return subprocess.Popen(
+            self.argv(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def unreachable(self, stderr: str) -> str:
+        """The one-line message for a failed connection, from ssh's own last word on it."""
+        reason = (stderr.strip().splitlines() or ["no reason given"])[-1]
+        return (
+            f"{self.node.name} ({self.target}, port {self.ssh.port}): cannot log in over SSH ({reason});"
+            f" check the address, that the machine is up, and that {self.ssh.key_path}.pub is in"
+            f" ~{self.node.user}/.ssh/authorized_keys there"
+        )
