@@ -119,7 +119,6 @@ def _facts(text: str) -> dict[str, str]:
 def node_findings(cfg: LabConfig, node: Node) -> list[Finding]:
     """SSH, sudo, OS, GPU driver, time sync and free ports on one node."""
     remote = Remote(node, cfg.ssh)
-    sent = time.time()
     try:
         done = remote.run(FACTS_SCRIPT, timeout=60)
     except SshError as err:
@@ -127,8 +126,9 @@ def node_findings(cfg: LabConfig, node: Node) -> list[Finding]:
             Finding(node.name, "SSH", Level.ERROR, str(err), "fix SSH access first; the other checks need it")
         ]
     facts = _facts(done.stdout)
-    # The node read its clock about half-way through the round trip.
-    clock_offset = float(facts.get("clock", "nan")) - (sent + time.time()) / 2
+    # The node reads its clock last, milliseconds before its answer arrives; the SSH handshake,
+    # which takes far longer, is over by then.
+    clock_offset = float(facts.get("clock", "nan")) - time.time()
     return [
         Finding(node.name, "SSH", Level.OK, f"logged in as {remote.target}"),
         _sudo(node, facts),
