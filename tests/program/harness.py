@@ -36,6 +36,9 @@ class Registered:
     provider: str
     dependencies: list[str]
     secret_outputs: list[str]
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
+    create_timeout: str = ""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -88,6 +91,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     provider=request.provider,
                     dependencies=list(request.dependencies),
                     secret_outputs=list(request.additionalSecretOutputs),
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=request.deleteBeforeReplace,
+                    create_timeout=request.customTimeouts.create,
                 )
             )
         return response
@@ -159,3 +165,34 @@ def kubernetes_object(resource: Registered) -> dict[str, Any]:
 def validate_object(obj: dict[str, Any], version: str) -> None:
     """Strict schema validation of one object; raises kubernetes_validate's error when it fails."""
     kubernetes_validate.validate(obj, version, strict=True)
+
+
+WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
+
+
+def labels_of(resource: Registered) -> dict[str, str]:
+    return resource.inputs.get("metadata", {}).get("labels", {})
+
+
+def name_of(resource: Registered) -> str:
+    return resource.inputs.get("metadata", {}).get("name", resource.name)
+
+
+def pod_spec(resource: Registered) -> dict[str, Any]:
+    """The pod template's spec of a workload (Deployment, DaemonSet, StatefulSet, Job)."""
+    return resource.inputs["spec"]["template"]["spec"]
+
+
+def pod_labels(resource: Registered) -> dict[str, str]:
+    return resource.inputs["spec"]["template"].get("metadata", {}).get("labels", {})
+
+
+def containers(resource: Registered) -> list[dict[str, Any]]:
+    """Init and regular containers of a workload's pods."""
+    spec = pod_spec(resource)
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    """A container's environment: name to literal value, or to its `valueFrom` source."""
+    return {e["name"]: e["value"] if "value" in e else e.get("valueFrom") for e in container.get("env", [])}
