@@ -1,0 +1,129 @@
+"""Each validation check holds on a healthy lab's output and fails, saying why, on a broken one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.cluster import checks
+
+EXPORT = "/srv/k8scifar"
+ALLOWED = ["10.77.0.11/32", "10.77.0.12/32"]
+ENDPOINT = "10.77.0.11:30500"
+
+
+def test_export_limited_to_the_lab_holds() -> None:
+    exports = f"# lab\n{EXPORT} 10.77.0.11/32(rw,sync) \\\n  10.77.0.12(rw,sync)\n/other *(ro)\n"
+    assert checks.export_problems(exports, EXPORT, ALLOWED) == []
+
+
+@pytest.mark.parametrize(
+    ("exports", "problem"),
+    [
+        ("/other 10.77.0.11(rw)\n", "is not exported"),
+        (f"# {EXPORT} 10.77.0.11(rw)\n", "is not exported"),
+        (f"{EXPORT}\n", "exported to every host"),
+        (f"{EXPORT} *(rw)\n", "not an address or CIDR"),
+        (f"{EXPORT} 10.77.0.0/24(rw)\n", "outside"),
+        (f"{EXPORT} 10.77.0.11(rw) 192.168.1.5(rw)\n", "192.168.1.5, outside"),
+    ],
+)
+def test_export_check_fails_on_a_missing_or_open_export(exports: str, problem: str) -> None:
+    problems = checks.export_problems(exports, EXPORT, ALLOWED)
+    assert problems and problem in problems[0]
+
+
+def test_k3s_mirror_check() -> None:
+    good = f'mirrors:\n  "{ENDPOINT}":\n    endpoint: ["http://{ENDPOINT}"]\n'
+    assert checks.k3s_mirror_problems(good, ENDPOINT) == []
+    assert "no mirror" in checks.k3s_mirror_problems("mirrors: {}\n", ENDPOINT)[0]
+    https = good.replace("http://", "https://")
+    assert "does not list" in checks.k3s_mirror_problems(https, ENDPOINT)[0]
+    assert "not valid YAML" in checks.k3s_mirror_problems("mirrors: [\n", ENDPOINT)[0]
+
+
+def test_containerd_hosts_check() -> None:
+    good = f'server = "http://{ENDPOINT}"\n[host."http://{ENDPOINT}"]\n  capabilities = ["pull"]\n'
+    assert checks.containerd_hosts_problems(good, ENDPOINT) == []
+    assert checks.containerd_hosts_problems('server = "https://docker.io"\n', ENDPOINT)
+
+
+def test_sysctl_check_names_wrong_and_absent_settings() -> None:
+    assert checks.sysctl_problems({"net.ipv4.ip_forward": "1"}, checks.SYSCTLS) == []
+    assert checks.sysctl_problems({"net.ipv4.ip_forward": "0"}, checks.SYSCTLS) == [
+        "net.ipv4.ip_forward is 0, needs 1"
+    ]
+    assert checks.sysctl_problems({}, checks.SYSCTLS) == ["net.ipv4.ip_forward is absent, needs 1"]
+
+
+def _node(name: str, ready: str = "True", gpus: int | None = None) -> dict[str, Any]:
+    allocatable = {"cpu": "2"} | ({"nvidia.com/gpu": str(gpus)} if gpus is not None else {})
+    return {
+        "metadata": {"name": name},
+        "status": {"conditions": [{"type": "Ready", "status": ready}], "allocatable": allocatable},
+    }
+
+
+def test_node_check() -> None:
+    nodes = {"items": [_node("a"), _node("b")]}
+    assert checks.node_problems(nodes, ["a", "b"]) == []
+    broken = {"items": [_node("a", ready="False")]}
+    assert checks.node_problems(broken, ["a", "b"]) == [
+        "node a is not Ready",
+        "node b has not joined the cluster",
+    ]
+
+
+def test_gpu_check() -> None:
+    nodes = {"items": [_node("a", gpus=1), _node("b", gpus=2)]}
+    assert checks.gpu_problems(nodes, {"a": 1, "b": 2}) == []
+    assert checks.gpu_problems({"items": [_node("a"), _node("b", gpus=1)]}, {"a": 1, "b": 2}) == [
+        "node a offers 0 nvidia.com/gpu, configured 1",
+        "node b offers 1 nvidia.com/gpu, configured 2",
+    ]
+
+
+def _pod(name: str, phase: str = "Running", ready: str = "True") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def test_pod_check() -> None:
+    assert checks.pod_problems({"items": [_pod("r-0"), _pod("r-1")]}, 2, "ranks") == []
+    problems = checks.pod_problems({"items": [_pod("r-0"), _pod("r-1", "Pending", "False")]}, 2, "ranks")
+    assert problems == ["ranks: 1 of 2 pods running and ready; not running: r-1 (Pending)"]
+    assert checks.pod_problems({"items": [_pod("r-0", ready="False")]}, 1, "registry")
+
+
+def test_claim_check() -> None:
+    bound = {"metadata": {"name": "data"}, "status": {"phase": "Bound"}}
+    pending = {"metadata": {"name": "runs"}, "status": {"phase": "Pending"}}
+    assert checks.claim_problems({"items": [bound]}) == []
+    assert checks.claim_problems({"items": [bound, pending]}) == ["claim runs is Pending, not Bound"]
+    assert checks.claim_problems({"items": []}) == ["the lab's namespace has no PersistentVolumeClaims"]
+
+
+@pytest.mark.parametrize(
+    "logs",
+    [
+        "epoch   1/10  step     49  loss 1.2",
+        "resumed from /runs/x/checkpoints/step-49.pt at epoch 2, step 49 (restart 1)",
+        "done: test accuracy 91.00% (best 91.20%), loss 0.3, 12.0 s on 2 rank(s)",
+        "run /runs/x is complete (best test accuracy 91.20%); waiting for SIGTERM",
+    ],
+)
+def test_group_check_accepts_a_collective_step(logs: str) -> None:
+    assert checks.group_problems(f"loading data\n{logs}\n") == []
+
+
+def test_group_check_fails_before_any_step() -> None:
+    assert checks.group_problems("loading data\nrank 1 could not rendezvous with rank 0\n")
+
+
+def test_require_fails_with_every_problem_spelled_out() -> None:
+    checks.require([])
+    with pytest.raises(AssertionError, match=r"^a is wrong; b is wrong$"):
+        checks.require(["a is wrong", "b is wrong"])

@@ -1,0 +1,54 @@
+"""The validate command: bad input is refused before any host is contacted; the report is readable."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from lab import validate
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.cluster.test_host" name="test_os_and_kernel_are_supported[ansible://a]"/>
+<testcase classname="tests.cluster.test_host" name="test_os_and_kernel_are_supported[ansible://b]"/>
+<testcase classname="tests.cluster.test_host" name="test_forwarding_sysctls[ansible://b]">
+<failure message="AssertionError: net.ipv4.ip_forward is 0, needs 1">trace</failure></testcase>
+<testcase classname="tests.cluster.test_host" name="test_nvidia_smi_sees_the_configured_gpus[ansible://a]">
+<skipped type="pytest.skip" message="a has no GPU configured (gpus: 0)">skip</skipped></testcase>
+</testsuite></testsuites>"""
+
+
+def test_junit_outcomes_name_check_host_and_reason() -> None:
+    outcomes = validate.parse_junit(JUNIT)
+    assert (
+        validate.Outcome("test_forwarding_sysctls", "b", "failed", "net.ipv4.ip_forward is 0, needs 1")
+        in outcomes
+    )
+    assert [o.status for o in outcomes].count("passed") == 2
+    assert outcomes[-1].detail == "a has no GPU configured (gpus: 0)"
+
+
+def test_report_puts_failures_first_and_groups_hosts() -> None:
+    out = io.StringIO()
+    validate.print_report(validate.parse_junit(JUNIT), out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "FAIL  forwarding sysctls: b"
+    assert lines[1].strip() == "net.ipv4.ip_forward is 0, needs 1"
+    assert "PASS  os and kernel are supported: a, b" in lines
+    assert lines[-1] == "1 failed, 2 passed, 1 skipped"
+
+
+def test_bad_stack_is_refused_with_the_key(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.broken.yaml").write_text("config:\n  k8scifar:nodes: []\n")
+    out = io.StringIO()
+    assert validate.validate("broken", stacks_dir=tmp_path, out=out) == 2
+    assert "k8scifar:nodes" in out.getvalue()
+
+
+def test_missing_key_is_refused_before_connecting(tmp_path: Path) -> None:
+    stack = (Path(validate.ROOT) / "stacks" / "Pulumi.testbed.yaml").read_text()
+    (tmp_path / "Pulumi.nokey.yaml").write_text(
+        stack.replace("/var/lib/k8scifar-testbed/lab/", str(tmp_path) + "/")
+    )
+    out = io.StringIO()
+    assert validate.validate("nokey", stacks_dir=tmp_path, out=out) == 2
+    assert f"k8scifar:ssh.keyPath: {tmp_path}/id_ed25519 does not exist" in out.getvalue()
