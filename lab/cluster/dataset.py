@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.image import TrainerImage
-from lab.cluster.pods import DATA_DIR, claim_volume, container_security, mount, pod_security
+from lab.cluster.pods import DATA_DIR, claim_volume, mount, pod_security, trainer_container
 from lab.cluster.scope import Scope
 from lab.cluster.storage import DATASETS, Storage
 
@@ -20,14 +20,9 @@ DOWNLOAD_TIMEOUT = "30m"
 
 
 def declare_dataset(scope: Scope, storage: Storage, image: TrainerImage) -> k8s.batch.v1.Job:
-    container = {
-        "name": "download",
-        "image": image.reference,
-        "imagePullPolicy": "IfNotPresent",
-        "args": ["data", "download", "--dir", DATA_DIR],
-        "securityContext": container_security(),
-        "volumeMounts": [mount("data", DATA_DIR)],
-    }
+    container = trainer_container(
+        image.reference, ["data", "download", "--dir", DATA_DIR], [mount("data", DATA_DIR)]
+    )
     return k8s.batch.v1.Job(
         "dataset",
         metadata=scope.metadata("dataset", APP, COMPONENT),

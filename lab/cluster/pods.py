@@ -78,6 +78,36 @@ def gpu_resources(lab: LabConfig) -> dict[str, Any]:
     return {"limits": {GPU_RESOURCE: 1}} if lab.has_gpus else {}
 
 
+def trainer_container(
+    image: str, args: list[str], mounts: list[dict[str, Any]], **fields: Any
+) -> dict[str, Any]:
+    """A container of the trainer image, unprivileged."""
+    return {
+        "name": "trainer",
+        "image": image,
+        # Tags are content hashes: a tag never names two images, so a cached copy is always right.
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "securityContext": container_security(),
+        "volumeMounts": mounts,
+        **fields,
+    }
+
+
+def training_pod(
+    lab: LabConfig, container: dict[str, Any], volumes: list[dict[str, Any]], **fields: Any
+) -> dict[str, Any]:
+    """The pod spec of a training process: its GPU on GPU labs, time for the emergency checkpoint."""
+    return {
+        **gpu_pod_fields(lab),
+        **fields,
+        "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
+        "securityContext": pod_security(lab),
+        "containers": [{**container, "resources": gpu_resources(lab)}],
+        "volumes": volumes,
+    }
+
+
 def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> list[str]:
     """The trainer's `train` subcommand with the stack's settings."""
     t = lab.trainer

@@ -17,15 +17,12 @@ import pulumi_kubernetes as k8s
 
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
-    GRACE_PERIOD_SECONDS,
     RUNS_DIR,
-    container_security,
-    gpu_pod_fields,
-    gpu_resources,
     mount,
-    pod_security,
     train_args,
+    trainer_container,
     training_mounts,
+    training_pod,
     training_volumes,
 )
 from lab.cluster.scope import Scope
@@ -56,22 +53,18 @@ def sweep_name(content: dict[str, Any], image_tag: str) -> str:
 def _container(lab: LabConfig, image: TrainerImage, name: str) -> dict[str, Any]:
     # Kubernetes expands $(JOB_COMPLETION_INDEX), which the Job controller sets on every pod.
     args = train_args(lab, f"{RUNS_DIR}/{name}", "set-$(JOB_COMPLETION_INDEX)", on_complete="exit")
-    return {
-        "name": "trainer",
-        "image": image.reference,
-        "imagePullPolicy": "IfNotPresent",
-        "args": [*args, "--sweep", f"{SWEEP_DIR}/{SWEEP_FILE_KEY}"],
+    return trainer_container(
+        image.reference,
+        [*args, "--sweep", f"{SWEEP_DIR}/{SWEEP_FILE_KEY}"],
+        [*training_mounts(), mount("sweep", SWEEP_DIR, read_only=True)],
         # Each set trains alone: a world of one rank, its store on the pod's loopback.
-        "env": [
+        env=[
             {"name": "MASTER_ADDR", "value": "127.0.0.1"},
             {"name": "MASTER_PORT", "value": str(lab.trainer.port)},
             {"name": "WORLD_SIZE", "value": "1"},
             {"name": "RANK", "value": "0"},
         ],
-        "resources": gpu_resources(lab),
-        "securityContext": container_security(),
-        "volumeMounts": [*training_mounts(), mount("sweep", SWEEP_DIR, read_only=True)],
-    }
+    )
 
 
 def declare_sweep(
@@ -105,14 +98,7 @@ def declare_sweep(
             "backoffLimit": sets,
             "template": {
                 "metadata": {"labels": scope.labels(APP, COMPONENT)},
-                "spec": {
-                    **gpu_pod_fields(lab),
-                    "restartPolicy": "Never",
-                    "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
-                    "securityContext": pod_security(lab),
-                    "containers": [_container(lab, image, name)],
-                    "volumes": volumes,
-                },
+                "spec": training_pod(lab, _container(lab, image, name), volumes, restartPolicy="Never"),
             },
         },
         opts=scope.opts(

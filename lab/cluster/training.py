@@ -17,15 +17,12 @@ import pulumi_kubernetes as k8s
 
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
-    GRACE_PERIOD_SECONDS,
     RUNS_DIR,
-    container_security,
     field_env,
-    gpu_pod_fields,
-    gpu_resources,
-    pod_security,
     train_args,
+    trainer_container,
     training_mounts,
+    training_pod,
     training_volumes,
 )
 from lab.cluster.scope import Scope, kubernetes_minor
@@ -120,32 +117,23 @@ def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
 def _pod_spec(scope: Scope, storage: Storage, image: TrainerImage, name: str) -> dict[str, Any]:
     lab = scope.lab
     network_fields, network_env = _network(lab)
-    container = {
-        "name": "trainer",
-        "image": image.reference,
-        "imagePullPolicy": "IfNotPresent",
-        "args": train_args(lab, RUNS_DIR, name, on_complete="wait"),
-        "env": _rank_env(lab) + network_env,
-        "ports": [{"name": "rendezvous", "containerPort": lab.trainer.port}],
+    container = trainer_container(
+        image.reference,
+        train_args(lab, RUNS_DIR, name, on_complete="wait"),
+        training_mounts(),
+        env=_rank_env(lab) + network_env,
+        ports=[{"name": "rendezvous", "containerPort": lab.trainer.port}],
         # Ready means "this run is complete": the pod stays up and says so instead of restarting.
-        "readinessProbe": {
+        readinessProbe={
             "exec": {"command": ["python", "-m", "trainer", "probe", "--run", f"{RUNS_DIR}/{name}"]},
             "periodSeconds": 30,
             "timeoutSeconds": 20,
         },
-        "resources": gpu_resources(lab),
-        "securityContext": container_security(),
-        "volumeMounts": training_mounts(),
-    }
-    return {
-        **gpu_pod_fields(lab),
-        **network_fields,
-        "affinity": _placement(lab, scope.selector(APP, COMPONENT)),
-        "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
-        "securityContext": pod_security(lab),
-        "containers": [container],
-        "volumes": training_volumes(storage.claim_name(DATASETS), storage.claim_name(RUNS)),
-    }
+    )
+    volumes = training_volumes(storage.claim_name(DATASETS), storage.claim_name(RUNS))
+    return training_pod(
+        lab, container, volumes, affinity=_placement(lab, scope.selector(APP, COMPONENT)), **network_fields
+    )
 
 
 def declare_training(
