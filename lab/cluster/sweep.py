@@ -2,7 +2,7 @@
 
 The sets come from the trainer's own expansion of the stack's search space and travel in a
 ConfigMap as the sweep file; index i trains set i alone (one process, one GPU on GPU labs)
-into its own folder under `runs/<sweep name>/`, and at most `parallelism` sets run at once.
+into its own folder `runs/<sweep name>/<i>/`, and at most `parallelism` sets run at once.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def sweep_name(content: dict[str, Any], image_tag: str) -> str:
 
 
 def _container(lab: LabConfig, image: TrainerImage, name: str) -> dict[str, Any]:
-    # Kubernetes expands $(JOB_COMPLETION_INDEX), which the Job controller sets on every pod.
-    args = train_args(lab, f"{RUNS_DIR}/{name}", "set-$(JOB_COMPLETION_INDEX)", on_complete="exit")
+    # The trainer reads its set's index from JOB_COMPLETION_INDEX, which the Job controller sets,
+    # and writes it to <runs>/<run name>/<index>: one folder per set under the sweep's folder.
+    args = train_args(lab, RUNS_DIR, name, on_complete="exit")
     return trainer_container(
         image.reference,
         [*args, "--sweep", f"{SWEEP_DIR}/{SWEEP_FILE_KEY}"],

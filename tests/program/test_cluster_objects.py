@@ -125,8 +125,9 @@ def test_sweep_ships_the_trainers_own_expansion_and_writes_a_folder_per_index() 
     assert json.loads(sweep_map.inputs["data"]["sweep.json"]) == json.loads(json.dumps(sweep_file(space)))
     container = pod_spec(job)["containers"][0]
     args = container["args"]
-    assert args[args.index("--runs") + 1] == f"/runs/{name_of(job)}"
-    assert args[args.index("--run-name") + 1] == "set-$(JOB_COMPLETION_INDEX)"
+    # The trainer appends the completion index: runs/<sweep>/<index>/.
+    assert args[args.index("--runs") + 1] == "/runs"
+    assert args[args.index("--run-name") + 1] == name_of(job)
     assert args[-3:] == ["exit", "--sweep", "/sweep/sweep.json"]
     assert env_of(container)["WORLD_SIZE"] == "1"
     assert run.outputs["sweepResults"].endswith(f"/runs/{name_of(job)}")
