@@ -29,7 +29,6 @@ from lab.config import LabConfig
 class ClusterOutputs:
     """What the stack exports about the cluster: where things are and how to follow them."""
 
-    registry: str
     image: str
     run_name: str
     results: str
@@ -61,7 +60,6 @@ class Cluster(pulumi.ComponentResource):
         sweep = declare_sweep(scope, storage, image, dataset)
         share = f"{lab.nfs_server.address}:{export_path(scope, RUNS)}"
         self.outputs = ClusterOutputs(
-            registry=lab.registry_endpoint,
             image=image.reference,
             run_name=training.run_name,
             results=f"{share}/{training.run_name}",
