@@ -1,4 +1,5 @@
-"""Run commands on the lab's nodes with the system `ssh`, the stack's key and its host-key policy.
+"""Run commands on the lab's nodes with the system `ssh`, the stack's key and its host-key policy
+(the same options and known_hosts file as Ansible).
 
 BatchMode is always on: a node that would ask for a password or a host-key confirmation fails at
 once with a message naming the node, instead of hanging a command that a person is waiting on.
@@ -6,12 +7,14 @@ once with a message naming the node, instead of hanging a command that a person 
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.config import HostKeyPolicy, Node, Ssh
+from lab.config import Node, Ssh
+from lab.inventory import known_hosts_file, ssh_common_args
 
 # ssh exits with 255 when it could not connect or authenticate; any other code is the command's.
 SSH_FAILED = 255
@@ -27,7 +30,12 @@ class Remote:
 
     node: Node
     ssh: Ssh
+    known_hosts: Path  # the stack's own file, the one Ansible pins host keys in
     connect_timeout: int = 10
+
+    @classmethod
+    def of(cls, stack: str, ssh: Ssh, node: Node) -> Remote:
+        return cls(node, ssh, known_hosts_file(stack))
 
     @property
     def target(self) -> str:
@@ -50,12 +58,7 @@ class Remote:
             "-o",
             "LogLevel=ERROR",
         ]
-        if self.ssh.host_key_policy is HostKeyPolicy.OFF:
-            opts += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
-        elif self.ssh.host_key_policy is HostKeyPolicy.STRICT:
-            opts += ["-o", "StrictHostKeyChecking=yes"]
-        else:
-            opts += ["-o", "StrictHostKeyChecking=accept-new"]
+        opts += shlex.split(ssh_common_args(self.ssh.host_key_policy, self.known_hosts))
         return opts
 
     def argv(self, command: str) -> list[str]:

@@ -33,20 +33,20 @@ def run(args: argparse.Namespace) -> int:
     findings = [preflight.pulumi_cli(), preflight.python_dependencies()]
     for node in cfg.nodes:
         with console.status(f"checking {node.name} ({node.address})"):
-            findings += preflight.node_findings(cfg, node)
+            findings += preflight.node_findings(cfg, args.stack, node)
     reachable = not any(f.check == "SSH" and f.level is Level.ERROR for f in findings)
     if len(cfg.nodes) > 1 and reachable and not args.no_bandwidth:
         with console.status(f"measuring the link between {cfg.nodes[0].name} and {cfg.nodes[1].name}"):
-            findings.append(link_finding(cfg, args.bandwidth_mib))
+            findings.append(link_finding(cfg, args.stack, args.bandwidth_mib))
     console.print(findings_table(f"labctl doctor --stack {args.stack}", findings))
     counts = {level: sum(f.level is level for f in findings) for level in Level}
     console.print(f"{counts[Level.OK]} ok, {counts[Level.WARNING]} warnings, {counts[Level.ERROR]} errors")
     return 1 if counts[Level.ERROR] else 0
 
 
-def link_finding(cfg: LabConfig, mebibytes: int) -> Finding:
+def link_finding(cfg: LabConfig, stack: str, mebibytes: int) -> Finding:
     """The measured link between the first two nodes, and what it means for the configured run."""
-    sender, receiver = (Remote(node, cfg.ssh) for node in cfg.nodes[:2])
+    sender, receiver = (Remote.of(stack, cfg.ssh, node) for node in cfg.nodes[:2])
     where = f"{sender.node.name}->{receiver.node.name}"
     try:
         link = bandwidth.measure(sender, receiver, cfg.trainer.port, mebibytes)

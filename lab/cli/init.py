@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     for machine, node in zip(machines, cfg.nodes, strict=True):
         with console.status(f"checking {machine.user}@{machine.address}"):
             peer = next((m.address for m in machines if m is not machine), None)
-            nodes.append(detect(machine, Remote(node, cfg.ssh), peer))
+            nodes.append(detect(machine, Remote.of(args.stack, cfg.ssh, node), peer))
     write_checked(path, render_stack(_values(args, nodes, ssh)))
     console.print(_nodes_table(load_stack(args.stack, args.stacks_dir).nodes))
     console.print(f"wrote {path}; next: labctl doctor --stack {args.stack}")

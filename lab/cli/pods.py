@@ -67,7 +67,7 @@ def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
         f"if ! sudo -n sh -c {shlex.quote(probe + ' >/dev/null')}; then exit {NO_CLUSTER}; fi;"
         f" sudo -n {kubectl} get pods -n {shlex.quote(cfg.namespace)} -o json"
     )
-    server = Remote(cfg.server, cfg.ssh)
+    server = Remote.of(stack, cfg.ssh, cfg.server)
     done = server.run(script, timeout=60)
     if done.returncode == NO_CLUSTER:
         raise CliError(

@@ -116,9 +116,9 @@ def _facts(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def node_findings(cfg: LabConfig, node: Node) -> list[Finding]:
+def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
     """SSH, sudo, OS, GPU driver, time sync and free ports on one node."""
-    remote = Remote(node, cfg.ssh)
+    remote = Remote.of(stack, cfg.ssh, node)
     try:
         done = remote.run(FACTS_SCRIPT, timeout=60)
     except SshError as err:

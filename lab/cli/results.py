@@ -12,6 +12,7 @@ from rich.table import Table
 from lab.cli.console import CliError, console
 from lab.cli.runsource import runs_source
 from lab.cli.stackarg import add_stack_option, load
+from trainer import report
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -68,9 +69,14 @@ def leaderboard(sweep: dict[str, Any]) -> Table:
     for column in ("place", "index", "hyperparameters", "best acc", "wall time", "to target"):
         table.add_column(column)
     members = sorted(sweep["members"], key=_best, reverse=True)
+    finished = [m["summary"] for m in members if m.get("summary")]
+    # The same columns as `python -m trainer sweep report`: the hyperparameters that differ.
+    shown = report.varied(finished) if finished else []
     for place, m in enumerate(members, start=1):
         s = m.get("summary") or {}
-        params = ", ".join(f"{k}={v}" for k, v in sorted((s.get("hyperparameters") or {}).items()))
+        params = ", ".join(
+            f"{k}={s['hyperparameters'][k]}" for k in shown if k in s.get("hyperparameters", {})
+        )
         table.add_row(
             str(place),
             m["name"],
@@ -89,7 +95,7 @@ def plots(found: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load(args)
-    source = runs_source(cfg, args.runs_dir)
+    source = runs_source(cfg, args.stack, args.runs_dir)
     found = source.collect()
     if not found["runs"] and not found["sweeps"]:
         raise CliError(f"no runs under {source.where} yet; `pulumi up --stack {args.stack}` starts training")

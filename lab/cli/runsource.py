@@ -78,8 +78,8 @@ def _last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no error output"])[-1]
 
 
-def runs_source(cfg: LabConfig, runs_dir: Path | None) -> RunsSource:
+def runs_source(cfg: LabConfig, stack: str, runs_dir: Path | None) -> RunsSource:
     """The local copy when one is named, else `<nfs.exportPath>/runs` on the NFS server."""
     if runs_dir is not None:
         return LocalRuns(runs_dir)
-    return ExportRuns(Remote(cfg.nfs_server, cfg.ssh), f"{cfg.nfs.export_path}/runs")
+    return ExportRuns(Remote.of(stack, cfg.ssh, cfg.nfs_server), f"{cfg.nfs.export_path}/runs")

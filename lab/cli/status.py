@@ -4,6 +4,7 @@ throughput, ETA and restarts."""
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,8 @@ def _format(key: str, value: Any) -> str:
         return "-"
     if key.endswith("acc") and isinstance(value, float):
         return f"{value:.2%}"
+    if key == "updated" and isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     if key == "eta_seconds":
         minutes, seconds = divmod(int(value), 60)
         return f"{minutes} min {seconds:02d} s"
@@ -87,7 +90,7 @@ def run_table(run: dict[str, Any]) -> Table:
     table.add_column("value")
     figures = progress(run)
     for key in ROWS:
-        table.add_row(key.replace("_", " "), _format(key, figures.get(key)))
+        table.add_row(key.removesuffix("_seconds").replace("_", " "), _format(key, figures.get(key)))
     return table
 
 
@@ -105,6 +108,6 @@ def run(args: argparse.Namespace) -> int:
     ranks = [] if args.runs_dir else training_ranks(cfg, args.stack)
     if ranks:
         console.print(ranks_table(ranks))
-    source = runs_source(cfg, args.runs_dir)
+    source = runs_source(cfg, args.stack, args.runs_dir)
     console.print(run_table(pick_run(source.collect(), args.run, source.where)))
     return 0

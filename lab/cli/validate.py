@@ -26,4 +26,4 @@ def run(args: argparse.Namespace) -> int:
         suite = importlib.import_module("lab.validate")
     except ModuleNotFoundError as err:
         raise CliError(f"the validation suite is not installed ({err}); run scripts/setup.sh") from None
-    return suite.validate(args.stack)
+    return suite.validate(args.stack, stacks_dir=args.stacks_dir)

@@ -122,3 +122,36 @@ def assert_one_line_error(result: Result, *fragments: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("labctl: "), result.err
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def _trainer(*args: str | Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+TINY = ("--width", "8", "--epochs", "2", "--batch-size", "128", "--tta", "0", "--threads", "1")
+
+
+@pytest.fixture(scope="session")
+def trained_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder written by the real trainer: one run and a two-set learning-rate sweep.
+
+    Synthetic CIFAR-format data and a narrow network keep it to seconds on two cores.
+    """
+    base = tmp_path_factory.mktemp("trainer")
+    data, runs = base / "data", base / "runs"
+    _trainer("data", "synthetic", "--dir", data, "--train", "512", "--test", "256")
+    _trainer("train", "--data", data, "--runs", runs, "--run-name", "single", *TINY)
+    (base / "space.json").write_text('{"strategy": "grid", "parameters": {"lr": [0.02, 1.5]}}')
+    _trainer("sweep", "generate", "--space", base / "space.json", "--out", base / "sweep.json")
+    for index in ("0", "1"):
+        sweep = ("--run-name", "lrsweep", "--sweep", base / "sweep.json", "--index", index)
+        _trainer("train", "--data", data, "--runs", runs, *sweep, *TINY)
+    _trainer("sweep", "report", "--dir", runs / "lrsweep", "--plot", runs / "lrsweep" / "sweep.png")
+    return runs
