@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -104,3 +105,29 @@ def test_a_symlink_is_refused(tree: Path) -> None:
     (tree / "trainer" / "link.py").symlink_to(tree / "trainer" / "__init__.py")
     with pytest.raises(BuildContextError, match=r"link\.py is not a regular file"):
         build_context(tree)
+
+
+def test_busybox_tar_unpacks_the_context_as_the_build_job_does(tree: Path, tmp_path: Path) -> None:
+    """The build Job's init container unpacks with the BuildKit image's busybox tar."""
+    deep = tree / "trainer" / ("d" * 60) / ("f" * 80 + ".py")  # past ustar's 100-character name field
+    deep.parent.mkdir()
+    deep.write_text("x = 1\n")
+    (tree / "images" / "trainer" / "entrypoint.sh").write_text("#!/bin/sh\n")
+    (tree / "images" / "trainer" / "entrypoint.sh").chmod(0o755)
+    context = build_context(tree)
+    archive = tmp_path / "context.tar.gz"
+    archive.write_bytes(context.archive)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    subprocess.run(
+        ["busybox", "tar", "-xzf", str(archive), "-C", str(workspace)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    unpacked = sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+    shipped = [name for name in context.files if (tree / name).is_file()]
+    assert unpacked == shipped
+    for name in shipped:
+        assert (workspace / name).read_bytes() == (tree / name).read_bytes(), name
+    assert os.access(workspace / "images" / "trainer" / "entrypoint.sh", os.X_OK)
