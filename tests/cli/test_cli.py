@@ -1,0 +1,84 @@
+"""What every subcommand shares: `--help`, and a missing or broken stack file as one line with its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.cli.pods import ranks
+from tests.cli.conftest import Sshd, assert_one_line_error, labctl, loopback_values, write_stack
+
+COMMANDS = ("init", "doctor", "validate", "status", "results")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = labctl(command, "--help")
+    assert result.code == 0 and f"usage: labctl {command}" in result.out and "--stack" in result.out
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "init"])
+def test_a_missing_stack_file_is_one_line(command: str, tmp_path: Path) -> None:
+    write_stack(tmp_path, "other", {"nodes": []})
+    result = labctl(command, "--stack", "absent", "--stacks-dir", tmp_path)
+    assert_one_line_error(
+        result, "Pulumi.absent.yaml: no such stack file", "existing stacks: other", "labctl init"
+    )
+
+
+def test_a_broken_stack_file_names_every_bad_key(tmp_path: Path) -> None:
+    values = {"nodes": [{"name": "A_1", "address": "10.0.0.1", "user": "u", "role": "boss"}]}
+    write_stack(tmp_path, "broken", values)
+    result = labctl("status", "--stack", "broken", "--stacks-dir", tmp_path)
+    assert_one_line_error(result, "k8scifar:nodes[0].name", "k8scifar:nodes[0].role", "'boss'")
+
+
+def test_an_unknown_command_is_argparse_usage() -> None:
+    result = labctl("deploy")
+    assert result.code == 2 and "invalid choice: 'deploy'" in result.err and "Traceback" not in result.err
+
+
+def test_validate_runs_the_suite_against_the_stack(sshd: Sshd, tmp_path: Path) -> None:
+    write_stack(tmp_path, "cli-validate", loopback_values(sshd, tmp_path / "export"))
+    result = labctl("validate", "--stack", "cli-validate", "--stacks-dir", tmp_path)
+    # Both "nodes" run a supported OS, and neither runs Kubernetes: the suite says so, and fails.
+    assert result.code == 1, result.out + result.err
+    assert "PASS  os and kernel are supported: node-a, node-b" in result.out
+    assert "k3s is not running on node-a" in result.out
+
+
+def test_validate_stops_on_a_missing_key(tmp_path: Path) -> None:
+    values = {"nodes": [{"name": "a", "address": "10.0.0.1", "user": "u", "role": "server"}]}
+    write_stack(tmp_path, "nokey", values | {"ssh": {"keyPath": str(tmp_path / "absent_key")}})
+    result = labctl("validate", "--stack", "nokey", "--stacks-dir", tmp_path)
+    assert result.code == 2 and "absent_key does not exist" in result.out and "Traceback" not in result.err
+
+
+def _pod(name: str, owner: str, node: str, index: str | None = None, restarts: int = 0) -> dict[str, object]:
+    labels = {"apps.kubernetes.io/pod-index": index} if index is not None else {}
+    return {
+        "metadata": {"name": name, "labels": labels, "ownerReferences": [{"kind": owner}]},
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{"restartCount": restarts}, {"restartCount": 1}],
+        },
+    }
+
+
+def test_ranks_are_the_training_pods_in_rank_order() -> None:
+    pods = {
+        "items": [
+            _pod("trainer-10", "StatefulSet", "b", "10"),
+            _pod("registry-5d9c", "ReplicaSet", "a"),
+            _pod("trainer-2", "StatefulSet", "a", "2", restarts=3),
+            _pod("trainer-0", "StatefulSet", "a"),  # before 1.28: no index label, the name's ordinal
+        ]
+    }
+    found = ranks(pods)
+    assert [(r.rank, r.pod, r.node, r.restarts) for r in found] == [
+        ("0", "trainer-0", "a", 1),
+        ("2", "trainer-2", "a", 4),
+        ("10", "trainer-10", "b", 1),
+    ]

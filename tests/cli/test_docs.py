@@ -1,0 +1,37 @@
+"""docs/configuration.md is the configuration model's own reference: a stale file fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from lab.config import LabConfig
+from lab.docs import TARGET, render, stale
+
+
+def test_committed_reference_matches_the_model() -> None:
+    diff = stale()
+    assert diff == [], "docs/configuration.md is stale; run `python -m lab.docs`\n" + "".join(diff)
+
+
+def test_a_stale_reference_is_caught(tmp_path: Path) -> None:
+    edited = tmp_path / "configuration.md"
+    edited.write_text(TARGET.read_text().replace("| `29500` |", "| `29400` |"))
+    diff = "".join(stale(edited))
+    assert "-| `port` | integer (≥ 1024, ≤ 65535) | `29400` |" in diff
+    assert "+| `port` | integer (≥ 1024, ≤ 65535) | `29500` |" in diff
+    assert stale(tmp_path / "absent.md") != []
+
+
+def test_every_key_of_the_model_is_documented() -> None:
+    text = render()
+    for name, field in LabConfig.model_fields.items():
+        assert f"| `{field.alias or name}` |" in text
+
+
+def test_the_check_command_exits_by_freshness() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "lab.docs", "--check"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout
