@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.cli.console import CliError
+from lab.cluster import sweep, training
 from lab.config import Distribution, LabConfig
 from lab.ssh import Remote
 
@@ -20,7 +21,11 @@ KUBECTL = {
         "kubectl --kubeconfig /etc/kubernetes/admin.conf",
     ),
 }
-TRAINING_OWNERS = {"StatefulSet", "Job"}
+# The DDP StatefulSet's and the sweep Job's pods; the dataset and image-build Jobs are not ranks.
+TRAINING_COMPONENTS = {training.COMPONENT, sweep.COMPONENT}
+COMPONENT_LABEL = "app.kubernetes.io/component"
+POD_INDEX = "apps.kubernetes.io/pod-index"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 @dataclass(frozen=True)
@@ -32,22 +37,17 @@ class Rank:
     restarts: int
 
 
-def _owner_kind(pod: dict[str, Any]) -> str:
-    owners = pod.get("metadata", {}).get("ownerReferences") or [{}]
-    return owners[0].get("kind", "")
-
-
 def ranks(pods: dict[str, Any]) -> list[Rank]:
     """The pods of the DDP StatefulSet and the sweep Job, ordered by rank (the pod's index)."""
     found = []
     for pod in pods.get("items", []):
-        if _owner_kind(pod) not in TRAINING_OWNERS:
-            continue
         meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
         labels = meta.get("labels", {})
-        index = labels.get("apps.kubernetes.io/pod-index") or labels.get(
-            "batch.kubernetes.io/job-completion-index"
-        )
+        if labels.get(COMPONENT_LABEL) not in TRAINING_COMPONENTS:
+            continue
+        # A StatefulSet pod's ordinal, or a sweep pod's completion index (an annotation before 1.28).
+        annotations = meta.get("annotations", {})
+        index = labels.get(POD_INDEX) or labels.get(COMPLETION_INDEX) or annotations.get(COMPLETION_INDEX)
         found.append(
             Rank(
                 pod=meta["name"],

@@ -55,10 +55,14 @@ def test_validate_stops_on_a_missing_key(tmp_path: Path) -> None:
     assert result.code == 2 and "absent_key does not exist" in result.out and "Traceback" not in result.err
 
 
-def _pod(name: str, owner: str, node: str, index: str | None = None, restarts: int = 0) -> dict[str, object]:
-    labels = {"apps.kubernetes.io/pod-index": index} if index is not None else {}
+def _pod(
+    name: str, component: str, node: str, index: str | None = None, restarts: int = 0
+) -> dict[str, object]:
+    labels = {"app.kubernetes.io/component": component}
+    if index is not None:
+        labels["apps.kubernetes.io/pod-index"] = index
     return {
-        "metadata": {"name": name, "labels": labels, "ownerReferences": [{"kind": owner}]},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"nodeName": node},
         "status": {
             "phase": "Running",
@@ -70,10 +74,11 @@ def _pod(name: str, owner: str, node: str, index: str | None = None, restarts: i
 def test_ranks_are_the_training_pods_in_rank_order() -> None:
     pods = {
         "items": [
-            _pod("trainer-10", "StatefulSet", "b", "10"),
-            _pod("registry-5d9c", "ReplicaSet", "a"),
-            _pod("trainer-2", "StatefulSet", "a", "2", restarts=3),
-            _pod("trainer-0", "StatefulSet", "a"),  # before 1.28: no index label, the name's ordinal
+            _pod("trainer-10", "training", "b", "10"),
+            _pod("registry-5d9c", "registry", "a"),
+            _pod("dataset-x7k2p", "dataset", "a"),
+            _pod("trainer-2", "training", "a", "2", restarts=3),
+            _pod("trainer-0", "training", "a"),  # before 1.28: no index label, the name's ordinal
         ]
     }
     found = ranks(pods)
