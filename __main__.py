@@ -4,15 +4,16 @@ Reads the stack configuration and composes the lab's named parts; each part live
 """
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from lab import config
+from lab import config, hosts
 from lab.cluster import Cluster
 
 lab = config.from_pulumi()
 
 # Hosts: Ansible turns the machines into a cluster; its kubeconfig builds the Kubernetes provider.
-provider = k8s.Provider("lab")  # stand-in until the host bootstrap builds it from its kubeconfig
+bootstrap = hosts.HostBootstrap("hosts", hosts.bootstrap_inputs(lab, pulumi.get_stack()))
+provider = hosts.kubernetes_provider(bootstrap)
+pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
 
 # Cluster: everything inside Kubernetes, declared through that provider.
 cluster = Cluster("lab", lab, provider).outputs

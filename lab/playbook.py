@@ -37,14 +37,15 @@ _RESULT_EVENTS = {
 class PlaybookError(RuntimeError):
     """A playbook run that did not succeed; the message names host, task and the module's words."""
 
-    def __init__(self, playbook: str, failures: list[Failure], status: str) -> None:
+    def __init__(self, playbook: str, failures: list[Failure], status: str, output: str = "") -> None:
         self.playbook = playbook
         self.failures = failures
         self.status = status
         if failures:
             detail = "\n".join(f"  - {f}" for f in failures)
         else:
-            detail = f"  - ansible-runner ended with status {status!r} before any task failed"
+            tail = "\n".join(f"    {line}" for line in output.strip().splitlines()[-15:])
+            detail = f"  - ansible-runner ended with status {status!r} before any task failed:\n{tail}"
         super().__init__(f"{playbook} failed:\n{detail}")
 
 
@@ -111,6 +112,8 @@ class _Recorder:
         status = _RESULT_EVENTS[kind]
         if kind == "runner_on_ok" and res.get("changed"):
             status = "changed"
+        elif kind == "runner_on_ok" and "censored" in res:
+            status = "no_log"  # a hidden result does not say whether it changed anything
         if kind == "runner_on_failed" and data.get("ignore_errors"):
             status = "failed (ignored)"
         elif kind in {"runner_on_failed", "runner_on_unreachable"}:
@@ -139,6 +142,23 @@ def _write_private(directory: Path, name: str, content: str) -> Path:
     with os.fdopen(fd, "w") as handle:
         handle.write(content)
     return path
+
+
+def _forget_environment(artifact_dir: Path) -> None:
+    """Drop the process environment ansible-runner records in its `command` artifact.
+
+    The caller's environment may hold credentials (a Pulumi passphrase or access token).
+    """
+    command = artifact_dir / "command"
+    if command.is_file():
+        record = json.loads(command.read_text())
+        record.pop("env", None)
+        command.write_text(json.dumps(record))
+
+
+def _search_path() -> str:
+    """PATH with this Python environment's bin/ first: Pulumi may run us without it on PATH."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
 
 
 def run_playbook(
@@ -176,14 +196,16 @@ def run_playbook(
             inventory=dict(inventory),
             extravars=dict(extravars or {}),
             cmdline=cmdline,
-            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg")},
+            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"), "PATH": _search_path()},
             suppress_env_files=True,
             quiet=True,
             event_handler=recorder,
             rotate_artifacts=5,
         )
+    _forget_environment(Path(runner.config.artifact_dir))
     if runner.status != "successful" or recorder.failures:
-        raise PlaybookError(playbook, recorder.failures, runner.status)
+        output = runner.stdout.read() if runner.stdout else ""
+        raise PlaybookError(playbook, recorder.failures, runner.status, output)
     return recorder.result
 
 

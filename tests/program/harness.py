@@ -22,6 +22,9 @@ from lab.config import PROJECT, read_stack_values, stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
+DYNAMIC_RESOURCE = "pulumi-python:dynamic:Resource"
+FAKE_TOKEN = "abcdef.0123456789abcdef"
+FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
 
 
 @dataclass
@@ -106,6 +109,8 @@ class LabMocks(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
             state["metadata"] = {"name": args.name, **state["metadata"]}
+        if args.typ == DYNAMIC_RESOURCE:  # the host bootstrap: what site.yml would have returned
+            state.update(kubeconfig=FAKE_KUBECONFIG, token=FAKE_TOKEN, nodes={})
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:

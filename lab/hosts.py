@@ -1,0 +1,158 @@
+"""The host bootstrap as a Pulumi resource: Ansible turns the machines into a cluster and back.
+
+`HostBootstrap` is a dynamic resource (pure Python, no plugin). Its provider runs
+ansible/playbooks/site.yml on create and update, and reset.yml on delete. `diff` compares a
+content hash of the playbooks, roles, generated inventory and variables, so a `pulumi up` with
+nothing changed runs no Ansible at all. The engine hands `delete` the stored outputs, not the
+inputs, so everything reset needs is kept in the outputs.
+
+The join token is generated once, on create, and kept (secret) in the outputs; the kubeconfig
+comes back from the server through `set_stats`, rewritten to the server's reachable address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import string
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from lab import kubeconfig
+from lab.config import LabConfig
+from lab.inventory import STATE_DIR, build_inventory, known_hosts_file, stack_state_dir
+from lab.playbook import ANSIBLE_DIR, run_playbook
+
+SECRET_OUTPUTS = ["token", "kubeconfig"]
+_TOKEN_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_join_token() -> str:
+    """A random token in kubeadm's bootstrap-token shape ([a-z0-9]{6}.[a-z0-9]{16}); k3s takes it too."""
+
+    def part(length: int) -> str:
+        return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
+
+    return f"{part(6)}.{part(16)}"
+
+
+def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[str, Any]) -> str:
+    """sha256 over every file of the Ansible tree, the inventory and the variables."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(ansible_dir).rglob("*") if p.is_file()):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(str(path.relative_to(ansible_dir)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update(json.dumps([inventory, extravars], sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def bootstrap_inputs(
+    lab: LabConfig,
+    stack: str,
+    *,
+    ansible_dir: Path = ANSIBLE_DIR,
+    state_dir: Path = STATE_DIR,
+    inventory: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The resource's inputs for `lab`: inventory, variables, where Ansible runs, and their hash.
+
+    `inventory` replaces the generated one (tests point it at a local connection).
+    """
+    if inventory is None:
+        inventory = build_inventory(lab, known_hosts_file(stack, state_dir))
+    extravars = {"lab_stack": stack}
+    return {
+        "stack": stack,
+        "server_address": lab.server.address,
+        "ansible_dir": str(ansible_dir),
+        "workdir": str(stack_state_dir(stack, state_dir) / "ansible-runner"),
+        "inventory": inventory,
+        "extravars": extravars,
+        "content_hash": content_hash(ansible_dir, inventory, extravars),
+    }
+
+
+def _site(props: dict[str, Any], token: str) -> dict[str, Any]:
+    """Run site.yml with `props`; the outputs the resource keeps."""
+    result = run_playbook(
+        Path(props["workdir"]),
+        "site.yml",
+        props["inventory"],
+        props["extravars"],
+        secret_vars={"lab_join_token": token},
+        ansible_dir=Path(props["ansible_dir"]),
+    )
+    raw = result.stats.get("lab_kubeconfig", "")
+    return {
+        **props,
+        "token": token,
+        "kubeconfig": kubeconfig.rewrite(raw, props["server_address"], props["stack"]),
+        "nodes": result.stats.get("lab_nodes", {}),
+        "changed": result.changed,
+    }
+
+
+class HostBootstrapProvider(ResourceProvider):
+    """create/update: site.yml; delete: reset.yml; diff: content hash only."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(f"hosts-{props['stack']}", _site(props, new_join_token()))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return DiffResult(changes=olds.get("content_hash") != news.get("content_hash"))
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(_site(news, olds["token"]))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        run_playbook(
+            Path(props["workdir"]),
+            "reset.yml",
+            props["inventory"],
+            props["extravars"],
+            ansible_dir=Path(props["ansible_dir"]),
+        )
+
+
+class HostBootstrap(Resource):
+    """The machines of one stack, bootstrapped into a cluster by Ansible."""
+
+    kubeconfig: pulumi.Output[str]
+    token: pulumi.Output[str]
+    nodes: pulumi.Output[dict]
+
+    def __init__(self, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        outputs = {"kubeconfig": None, "token": None, "nodes": None, "changed": None}
+        secret = pulumi.ResourceOptions(additional_secret_outputs=SECRET_OUTPUTS)
+        super().__init__(
+            HostBootstrapProvider(),
+            name,
+            {**inputs, **outputs},
+            pulumi.ResourceOptions.merge(secret, opts),
+        )
+
+
+def kubernetes_provider(bootstrap: HostBootstrap) -> k8s.Provider:
+    """The Kubernetes provider of the lab, built from the bootstrap's kubeconfig.
+
+    Every Kubernetes object declared through it depends on the bootstrap, so destroy removes
+    them before reset.yml runs.
+    """
+    return k8s.Provider("lab", kubeconfig=pulumi.Output.secret(bootstrap.kubeconfig))
+
+
+__all__ = [
+    "HostBootstrap",
+    "HostBootstrapProvider",
+    "bootstrap_inputs",
+    "content_hash",
+    "kubernetes_provider",
+    "new_join_token",
+]

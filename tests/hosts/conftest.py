@@ -1,0 +1,133 @@
+"""Fixtures for the host bootstrap tests: a throw-away Ansible tree run for real on this machine.
+
+The throw-away playbooks use `ansible_connection: local` and write only below a temporary
+directory, so ansible-runner, the runner wrapper and the dynamic provider run for real without
+touching the machine; the lab's own roles are run by the validation suite on test machines.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SITE = """\
+- name: Bootstrap the pretend node
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the join token where only root may read it
+      ansible.builtin.copy:
+        content: "{{ lab_join_token }}"
+        dest: "{{ target }}/{{ inventory_hostname }}.token"
+        mode: "0600"
+      no_log: true
+    - name: Write the node's marker
+      ansible.builtin.copy:
+        content: "{{ lab_stack }} {{ node_address }}\\n"
+        dest: "{{ target }}/{{ inventory_hostname }}"
+        mode: "0644"
+    - name: Read the kubeconfig the pretend server wrote
+      ansible.builtin.slurp:
+        src: "{{ target }}/k3s.yaml"
+      register: raw_kubeconfig
+      no_log: true
+    - name: Return the kubeconfig
+      ansible.builtin.set_stats:
+        data:
+          lab_kubeconfig: "{{ raw_kubeconfig.content | b64decode }}"
+        per_host: false
+        aggregate: false
+      no_log: true
+    - name: Return node facts
+      ansible.builtin.set_stats:
+        data:
+          lab_nodes: "{{ {inventory_hostname: {'address': node_address}} }}"
+"""
+
+RESET = """\
+- name: Undo the pretend bootstrap
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Remove what site.yml wrote
+      ansible.builtin.file:
+        path: "{{ target }}/{{ item }}"
+        state: absent
+      loop: ["{{ inventory_hostname }}.token", "{{ inventory_hostname }}"]
+"""
+
+FAILING = """\
+- name: Fail on purpose
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: A task that works
+      ansible.builtin.command: "true"
+      changed_when: false
+    - name: Read a file that is not there
+      ansible.builtin.slurp:
+        src: "{{ target }}/missing-file"
+"""
+
+# Shaped like k3s's k3s.yaml; its key and CA carry markers a test searches the artifacts for.
+KUBECONFIG = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Config
+    clusters:
+    - cluster:
+        certificate-authority-data: Q0EtU0VDUkVULU1BUktFUg==
+        server: https://127.0.0.1:6443
+      name: default
+    contexts:
+    - context:
+        cluster: default
+        user: default
+      name: default
+    current-context: default
+    users:
+    - name: default
+      user:
+        client-key-data: S2V5LVNFQ1JFVC1NQVJLRVI=
+    """)
+
+
+def local_inventory(target: Path, hosts: list[str], **group_vars: Any) -> dict[str, Any]:
+    """Inventory whose hosts are this machine reached without SSH, writing below `target`."""
+    return {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "target": str(target),
+                **group_vars,
+            },
+            "hosts": {name: {"node_address": f"10.9.0.{i + 1}"} for i, name in enumerate(hosts)},
+        }
+    }
+
+
+def make_ansible_dir(root: Path, **playbooks: str) -> Path:
+    """An Ansible tree shaped like ansible/ (ansible.cfg, playbooks/NAME.yml)."""
+    (root / "playbooks").mkdir(parents=True)
+    (root / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\n")
+    for name, text in playbooks.items():
+        (root / "playbooks" / f"{name}.yml").write_text(text)
+    return root
+
+
+@pytest.fixture
+def ansible_dir(tmp_path: Path) -> Path:
+    return make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET, failing=FAILING)
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Path:
+    """The pretend machine's disk, holding the kubeconfig its Kubernetes wrote."""
+    path = tmp_path / "target"
+    path.mkdir()
+    (path / "k3s.yaml").write_text(KUBECONFIG)
+    return path

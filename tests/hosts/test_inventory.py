@@ -1,0 +1,95 @@
+"""The inventory generated from every stack file, read back by Ansible itself."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab.config import HostKeyPolicy, all_stacks, load_stack, parse_config
+from lab.inventory import build_inventory, known_hosts_file, ssh_common_args
+
+ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
+
+
+def _ansible_view(inventory: dict, tmp_path: Path) -> dict:
+    """What `ansible-inventory --list` makes of the generated inventory."""
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    out = subprocess.run(
+        [str(ANSIBLE_INVENTORY), "-i", str(path), "--list"], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("stack", all_stacks())
+def test_inventory_from_every_stack(stack: str, tmp_path: Path) -> None:
+    lab = load_stack(stack)
+    known_hosts = tmp_path / "known_hosts"
+    view = _ansible_view(build_inventory(lab, known_hosts), tmp_path)
+
+    assert view["server"]["hosts"] == [lab.server.name]
+    assert sorted(view.get("agent", {}).get("hosts", [])) == sorted(n.name for n in lab.agents)
+    assert sorted(view.get("gpu", {}).get("hosts", [])) == sorted(n.name for n in lab.gpu_nodes)
+    assert view["nfs_server"]["hosts"] == [lab.nfs_server.name]
+    for node in lab.nodes:
+        host = view["_meta"]["hostvars"][node.name]
+        assert (host["ansible_host"], host["ansible_user"], host["ansible_port"]) == (
+            node.address,
+            node.user,
+            lab.ssh.port,
+        )
+        assert (host["node_gpus"], host["node_interface"]) == (node.gpus, node.interface)
+        assert host["ansible_ssh_private_key_file"] == str(Path(lab.ssh.key_path).expanduser())
+        assert host["lab_registry_endpoint"] == lab.registry_endpoint
+        assert host["lab_distribution"] == lab.distribution.value
+        assert host["lab_nfs_allowed_networks"] == lab.nfs_allowed_networks
+        assert host["lab_trainer_uid"] == lab.trainer.uid
+        assert host["ansible_ssh_common_args"] == ssh_common_args(lab.ssh.host_key_policy, known_hosts)
+
+
+def test_skip_reasons_and_airgap_reach_the_roles(tmp_path: Path) -> None:
+    binary, images = tmp_path / "k3s", tmp_path / "k3s-airgap-images-amd64.tar.zst"
+    binary.write_bytes(b"\x7fELF")
+    images.write_bytes(b"")
+    lab = parse_config(
+        {
+            "nodes": [{"name": "solo", "address": "10.0.0.5", "user": "u", "role": "server", "gpus": 1}],
+            "skip": {"nfsServerStart": "no kernel NFS server in a container"},
+            "airgap": {"k3sBinary": str(binary), "imagesTarball": str(images)},
+        }
+    )
+    view = _ansible_view(build_inventory(lab, tmp_path / "known_hosts"), tmp_path)
+    solo = view["_meta"]["hostvars"]["solo"]
+    assert solo["lab_skip"] == {"nfsServerStart": "no kernel NFS server in a container"}
+    assert solo["lab_airgap"] == {"k3s_binary": str(binary), "images_tarball": str(images)}
+    assert view["gpu"]["hosts"] == ["solo"]
+    assert solo["lab_nfs_allowed_networks"] == ["10.0.0.5/32"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (HostKeyPolicy.ACCEPT_NEW, "-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=/k/h"),
+        (HostKeyPolicy.STRICT, "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/k/h"),
+        (HostKeyPolicy.OFF, "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"),
+    ],
+)
+def test_host_key_policy(policy: HostKeyPolicy, expected: str) -> None:
+    assert ssh_common_args(policy, Path("/k/h")) == expected
+
+
+def test_known_hosts_is_private_to_the_operator(tmp_path: Path) -> None:
+    path = known_hosts_file("demo", tmp_path)
+    assert path == tmp_path / "demo" / "known_hosts"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    path.write_text("10.0.0.1 ssh-ed25519 AAAA\n")
+    path.chmod(0o644)
+    assert known_hosts_file("demo", tmp_path).read_text() == "10.0.0.1 ssh-ed25519 AAAA\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

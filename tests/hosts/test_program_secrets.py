@@ -1,0 +1,54 @@
+"""Under the engine's mocks: the bootstrap's secrets are secret, and the provider hangs off it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.hosts import SECRET_OUTPUTS
+from tests.program.harness import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN, ProgramRun, run_program
+
+
+@pytest.fixture(scope="module")
+def program() -> ProgramRun:
+    return run_program("lab")
+
+
+def test_kubeconfig_export_is_secret(program: ProgramRun) -> None:
+    assert program.outputs["kubeconfig"] == FAKE_KUBECONFIG
+    assert "kubeconfig" in program.secret_outputs
+
+
+def test_bootstrap_outputs_token_and_kubeconfig_as_secrets(program: ProgramRun) -> None:
+    (bootstrap,) = [r for r in program.resources if r.type == DYNAMIC_RESOURCE]
+    assert set(SECRET_OUTPUTS) == {"token", "kubeconfig"}
+    assert set(bootstrap.secret_outputs) >= set(SECRET_OUTPUTS)
+    # The token is made by the provider on create: it is never an input stored in plain text.
+    assert FAKE_TOKEN not in json.dumps(bootstrap.inputs, default=str)
+
+
+def test_kubernetes_objects_go_through_the_bootstrap_provider(program: ProgramRun) -> None:
+    """Destroy removes Kubernetes objects before reset.yml runs: objects -> provider -> bootstrap."""
+    (bootstrap,) = [r for r in program.resources if r.type == DYNAMIC_RESOURCE]
+    (provider,) = [r for r in program.resources if r.type == "pulumi:providers:kubernetes"]
+    assert bootstrap.urn in provider.dependencies
+    objects = program.kubernetes_objects()
+    assert objects, "the program declares no Kubernetes objects to check"
+    assert all(r.provider.startswith(provider.urn) for r in objects)
+
+
+def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:
+    """The export check above can fail: a program exporting the kubeconfig as a plain output."""
+    main = tmp_path / "__main__.py"
+    main.write_text(
+        "import pulumi\n"
+        "from lab import config, hosts\n"
+        "lab = config.from_pulumi()\n"
+        "bootstrap = hosts.HostBootstrap('hosts', hosts.bootstrap_inputs(lab, pulumi.get_stack()))\n"
+        "pulumi.export('kubeconfig', bootstrap.kubeconfig.apply(str))\n"
+    )
+    run = run_program("lab", main=main)
+    assert run.outputs["kubeconfig"] == FAKE_KUBECONFIG
+    assert "kubeconfig" not in run.secret_outputs

@@ -1,0 +1,127 @@
+"""lab.playbook.run_playbook against this machine with real ansible-runner and ansible-playbook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.playbook import PlaybookError, run_playbook
+from tests.hosts.conftest import local_inventory
+
+TOKEN = "abcdef.0123456789abcdef"
+SECRET_MARKERS = [TOKEN, "S2V5LVNFQ1JFVC1NQVJLRVI", "Key-SECRET-MARKER", "Env-SECRET-MARKER"]
+
+
+def _files_containing(root: Path, needles: list[str]) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode(errors="replace")
+            found += [f"{path.relative_to(root)}: {n}" for n in needles if n in text]
+    return found
+
+
+def test_a_run_reports_counts_and_set_stats_and_converges(
+    ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    inventory = local_inventory(target, ["node-a", "node-b"])
+    first = run_playbook(
+        tmp_path / "work",
+        "site.yml",
+        inventory,
+        {"lab_stack": "demo"},
+        secret_vars={"lab_join_token": TOKEN},
+        ansible_dir=ansible_dir,
+    )
+    assert first.changed == {"node-a": 2, "node-b": 2}
+    assert (target / "node-b").read_text() == "demo 10.9.0.2\n"
+    assert (target / "node-a.token").read_text() == TOKEN
+    assert "Key-SECRET-MARKER" not in first.stats["lab_kubeconfig"]  # base64 inside, as on a server
+    assert "S2V5LVNFQ1JFVC1NQVJLRVI" in first.stats["lab_kubeconfig"]
+    assert first.stats["lab_nodes"] == {"node-a": {"address": "10.9.0.1"}, "node-b": {"address": "10.9.0.2"}}
+
+    progress = capfd.readouterr().err
+    assert "changed     node-a: Write the node's marker" in progress
+    assert "RECAP node-b: ok=5 changed=2 skipped=0 failed=0" in progress
+
+    second = run_playbook(
+        tmp_path / "work",
+        "site.yml",
+        inventory,
+        {"lab_stack": "demo"},
+        secret_vars={"lab_join_token": TOKEN},
+        ansible_dir=ansible_dir,
+        quiet=True,
+    )
+    assert second.total_changed == 0
+    assert capfd.readouterr().err == ""
+
+
+def test_secrets_stay_out_of_the_artifacts(
+    ansible_dir: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "Env-SECRET-MARKER")
+    work = tmp_path / "work"
+    result = run_playbook(
+        work,
+        "site.yml",
+        local_inventory(target, ["node-a"]),
+        {"lab_stack": "demo"},
+        secret_vars={"lab_join_token": TOKEN},
+        ansible_dir=ansible_dir,
+        quiet=True,
+    )
+    assert "S2V5LVNFQ1JFVC1NQVJLRVI" in result.stats["lab_kubeconfig"]
+    artifacts = list((work / "artifacts").rglob("*"))
+    assert any(p.name == "command" for p in artifacts), "ansible-runner wrote no artifacts to check"
+    assert _files_containing(work, SECRET_MARKERS) == []
+    assert not (work / "env").exists(), "env files must be suppressed"
+    assert not list(work.glob("secrets-*")), "the secret variables file outlived the run"
+
+
+def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    """The check above can fail: a token passed as a plain extra variable lands in the artifacts."""
+    work = tmp_path / "work"
+    run_playbook(
+        work,
+        "site.yml",
+        local_inventory(target, ["node-a"]),
+        {"lab_stack": "demo", "lab_join_token": TOKEN},
+        ansible_dir=ansible_dir,
+        quiet=True,
+    )
+    assert any(TOKEN in hit for hit in _files_containing(work, SECRET_MARKERS))
+
+
+def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    with pytest.raises(PlaybookError) as caught:
+        run_playbook(
+            tmp_path / "work",
+            "failing.yml",
+            local_inventory(target, ["node-a"]),
+            ansible_dir=ansible_dir,
+            quiet=True,
+        )
+    message = str(caught.value)
+    assert "failing.yml failed" in message
+    assert "host node-a, task 'Read a file that is not there'" in message
+    assert "missing-file" in message
+    assert [f.host for f in caught.value.failures] == ["node-a"]
+
+
+def test_an_unreachable_host_is_named(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    inventory = local_inventory(target, ["node-a"])
+    inventory["all"]["vars"].update(
+        ansible_connection="ssh", ansible_host="127.0.0.1", ansible_port=1, ansible_user="nobody"
+    )
+    with pytest.raises(PlaybookError, match=r"host node-a, task 'Write the join token.*'"):
+        run_playbook(
+            tmp_path / "work",
+            "site.yml",
+            inventory,
+            {"lab_stack": "demo"},
+            secret_vars={"lab_join_token": TOKEN},
+            ansible_dir=ansible_dir,
+            quiet=True,
+        )
