@@ -17,6 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         " cluster checks once the cluster is up) and print its report. Exits non-zero on a failure.",
     )
     add_stack_option(parser)
+    parser.add_argument(
+        "--after-reset", action="store_true", help="check instead that `pulumi destroy` left the nodes clean"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -26,4 +29,4 @@ def run(args: argparse.Namespace) -> int:
         suite = importlib.import_module("lab.validate")
     except ModuleNotFoundError as err:
         raise CliError(f"the validation suite is not installed ({err}); run scripts/setup.sh") from None
-    return suite.validate(args.stack, stacks_dir=args.stacks_dir)
+    return suite.validate(args.stack, after_reset=args.after_reset, stacks_dir=args.stacks_dir)
