@@ -16,18 +16,28 @@ from typing import Any
 import pytest
 
 from lab.build_context import build_context
-from lab.config import LabConfig, Placement, all_stacks, load_stack
+from lab.config import (
+    LabConfig,
+    Placement,
+    all_stacks,
+    load_stack,
+    parse_config,
+    read_stack_values,
+    stack_file,
+)
 from tests.program.harness import (
     WORKLOAD_KINDS,
     ProgramRun,
     Registered,
     containers,
     env_of,
+    kubernetes_object,
     labels_of,
     name_of,
     pod_labels,
     pod_spec,
     run_program,
+    validate_object,
 )
 from trainer.sweep import expand
 
@@ -358,6 +368,29 @@ def broken(stack: str) -> ProgramRun:
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_check_passes_on_every_stack(check: Check, stack: str) -> None:
     assert check(recorded(stack), load_stack(stack)) == []
+
+
+# Branches no shipped stack takes: a random sweep on a CPU lab, and a cluster older than 1.28.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "cpu-random-sweep": {
+        "sweep": {
+            "strategy": "random",
+            "samples": 5,
+            "parameters": {"learningRate": {"min": 0.01, "max": 1.0, "log": True}, "epochs": [2, 4]},
+        }
+    },
+    "kubernetes-1.27": {"kubernetesVersion": "1.27.16"},
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_check_and_schema_holds_on_variants_of_the_cpu_stack(variant: str) -> None:
+    values = {**read_stack_values(stack_file("cpu")), **VARIANTS[variant]}
+    run = run_program("cpu", values)
+    lab = parse_config(values)
+    for resource in run.kubernetes_objects():
+        validate_object(kubernetes_object(resource), lab.kubernetes_version)
+    assert [p for check in CHECKS for p in check(run, lab)] == []
 
 
 # Each check catches a deliberately broken object.
