@@ -135,7 +135,8 @@ def _trainer(*args: str | Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-TINY = ("--width", "8", "--epochs", "2", "--batch-size", "128", "--tta", "0", "--threads", "1")
+# A narrow network on one thread: a run of a few epochs takes seconds on two cores.
+TINY = ("--width", "8", "--batch-size", "128", "--tta", "0", "--threads", "1")
 
 
 @pytest.fixture(scope="session")
@@ -147,11 +148,11 @@ def trained_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("trainer")
     data, runs = base / "data", base / "runs"
     _trainer("data", "synthetic", "--dir", data, "--train", "512", "--test", "256")
-    _trainer("train", "--data", data, "--runs", runs, "--run-name", "single", *TINY)
+    _trainer("train", "--data", data, "--runs", runs, "--run-name", "single", "--epochs", "2", *TINY)
     (base / "space.json").write_text('{"strategy": "grid", "parameters": {"lr": [0.02, 1.5]}}')
     _trainer("sweep", "generate", "--space", base / "space.json", "--out", base / "sweep.json")
     for index in ("0", "1"):
         sweep = ("--run-name", "lrsweep", "--sweep", base / "sweep.json", "--index", index)
-        _trainer("train", "--data", data, "--runs", runs, *sweep, *TINY)
+        _trainer("train", "--data", data, "--runs", runs, *sweep, "--epochs", "2", *TINY)
     _trainer("sweep", "report", "--dir", runs / "lrsweep", "--plot", runs / "lrsweep" / "sweep.png")
     return runs

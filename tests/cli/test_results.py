@@ -4,12 +4,16 @@ and from the export over SSH; a missing cluster or run is one line that says wha
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from lab.cli.runsource import LocalRuns
-from tests.cli.conftest import Sshd, assert_one_line_error, labctl, loopback_values, write_stack
+from tests.cli.conftest import TINY, Sshd, assert_one_line_error, labctl, loopback_values, write_stack
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -115,3 +119,37 @@ def test_status_with_an_unreachable_server_is_one_line(tmp_path: Path) -> None:
     write_stack(tmp_path, "far", values)
     result = labctl("status", "--stack", "far", "--stacks-dir", tmp_path)
     assert_one_line_error(result, "far (root@127.0.0.3, port 9): cannot log in over SSH")
+
+
+def test_status_follows_a_run_in_progress(trained_runs: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    status_file = runs / "live" / "status.json"
+    # Many epochs of the tiny recipe: the run is still going when status reads it.
+    train = [sys.executable, "-m", "trainer", "train", "--data", trained_runs.parent / "data", "--runs", runs,
+             "--run-name", "live", "--epochs", "500", *TINY]  # fmt: skip
+    trainer = subprocess.Popen(list(map(str, train)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not _epoch_done(status_file):
+            assert trainer.poll() is None and time.monotonic() < deadline, "the trainer did not get going"
+            time.sleep(0.5)
+        result = labctl("status", "--stack", "cpu", "--runs-dir", runs)
+    finally:
+        trainer.terminate()
+        trainer.wait(timeout=60)
+    assert result.code == 0, result.err
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in result.out.splitlines()
+        if "│" in line
+    }
+    assert rows["state"] == "running" and rows["epochs"] == "500"
+    assert re.fullmatch(r"\d+ min \d\d s", rows["eta"]) and rows["images per second"] != "-"
+
+
+def _epoch_done(status_file: Path) -> bool:
+    try:
+        status = json.loads(status_file.read_text())
+    except (OSError, ValueError):
+        return False
+    return status.get("state") == "running" and status.get("epoch", 0) >= 1 and "eta_seconds" in status
