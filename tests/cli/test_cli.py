@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,13 @@ from lab.cli.pods import ranks
 from tests.cli.conftest import Sshd, assert_one_line_error, labctl, loopback_values, write_stack
 
 COMMANDS = ("init", "doctor", "validate", "status", "results")
+
+
+def test_setup_installs_the_labctl_command() -> None:
+    # scripts/setup.sh installs the project into the venv, whose bin/ then holds the console script.
+    script = Path(sys.executable).parent / "labctl"
+    done = subprocess.run([script, "--help"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and all(command in done.stdout for command in COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
