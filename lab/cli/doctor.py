@@ -25,12 +25,18 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--bandwidth-mib", type=int, default=256, help="MiB streamed between the nodes (default: %(default)s)"
     )
     parser.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth measurement")
+    parser.add_argument(
+        "--nodes-only", action="store_true", help="skip the operator's machine (Pulumi CLI, Python packages)"
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load(args)
-    findings = [preflight.pulumi_cli(), preflight.python_dependencies()]
+    findings = []
+    if not args.nodes_only:
+        with console.status("checking the operator's machine"):
+            findings += [preflight.pulumi_cli(), preflight.python_dependencies(), preflight.python_imports()]
     for node in cfg.nodes:
         with console.status(f"checking {node.name} ({node.address})"):
             findings += preflight.node_findings(cfg, args.stack, node)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -18,6 +19,17 @@ PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
 MAX_CLOCK_SKEW_S = 1.0
 OPERATOR = "operator"
+# What `pulumi up`, the validation suite and the trainer import on the operator's machine.
+RUNTIME_MODULES = (
+    "torch",
+    "torchvision",
+    "pulumi",
+    "pulumi_kubernetes",
+    "ansible_runner",
+    "testinfra",
+    "kubernetes_validate",
+    "matplotlib",
+)
 
 # Everything doctor needs from a node in one round trip, as key=value lines.
 FACTS_SCRIPT = r"""
@@ -95,6 +107,21 @@ def python_dependencies(lock: Path = LOCK) -> Finding:
     return Finding(
         OPERATOR, "Python dependencies", Level.OK, f"{len(pins)} packages as pinned in {lock.name}"
     )
+
+
+def python_imports(modules: tuple[str, ...] = RUNTIME_MODULES) -> Finding:
+    """The lab's packages import, in a fresh interpreter: a mismatched pair (torchvision built for
+    another torch) installs cleanly and fails only here."""
+    script = "; ".join(f"import {m}" for m in modules)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+        return Finding(
+            OPERATOR, "Python imports", Level.ERROR, reason, "run scripts/setup.sh, then use .venv/bin/labctl"
+        )
+    return Finding(OPERATOR, "Python imports", Level.OK, f"{', '.join(modules)} import")
 
 
 def needed_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:

@@ -7,7 +7,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from lab.cli.preflight import LOCK, python_dependencies
+from lab.cli.preflight import LOCK, python_dependencies, python_imports
 from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
 
 
@@ -24,7 +24,9 @@ def test_doctor_checks_the_operator_and_both_nodes(sshd: Sshd, tmp_path: Path) -
         # No Pulumi CLI can be installed on the CI machines: an error finding with the install pointer.
         assert "error" in pulumi[0] and "pulumi.com/docs/install" in pulumi[0]
         assert result.code == 1
-    assert "ok" in _rows(result.out, "Python dependencies")[0]
+    assert (
+        "ok" in _rows(result.out, "Python dependencies")[0] and "ok" in _rows(result.out, "Python imports")[0]
+    )
     for check in ("SSH", "sudo", "OS"):
         rows = _rows(result.out, check)
         assert len(rows) == 2 and all("│ ok " in r for r in rows), (check, result.out)
@@ -37,7 +39,7 @@ def test_doctor_reports_an_unreachable_node_and_goes_on(sshd: Sshd, tmp_path: Pa
     values = loopback_values(sshd, tmp_path / "export")
     values["nodes"][1] = node("node-b", "127.0.0.3", "agent")  # nothing listens there
     write_stack(tmp_path, "half", values)
-    result = labctl("doctor", "--stack", "half", "--stacks-dir", tmp_path)
+    result = labctl("doctor", "--stack", "half", "--stacks-dir", tmp_path, "--nodes-only")
     assert result.code == 1 and "Traceback" not in result.err
     ssh = _rows(result.out, "SSH")
     assert "│ ok " in ssh[0] and "error" in ssh[1] and "cannot log in over SSH" in ssh[1]
@@ -48,9 +50,10 @@ def test_doctor_flags_a_gpu_node_without_a_driver(sshd: Sshd, tmp_path: Path) ->
     values = loopback_values(sshd, tmp_path / "export")
     values["nodes"][0]["gpus"] = 1  # this machine has no nvidia-smi
     write_stack(tmp_path, "gpu", values)
-    result = labctl("doctor", "--stack", "gpu", "--stacks-dir", tmp_path, "--no-bandwidth")
+    result = labctl("doctor", "--stack", "gpu", "--stacks-dir", tmp_path, "--no-bandwidth", "--nodes-only")
     gpu = _rows(result.out, "GPU driver")
     assert result.code == 1 and len(gpu) == 1
+    assert _rows(result.out, "Pulumi CLI") == []  # --nodes-only leaves the operator's machine out
     assert "error" in gpu[0] and "nvidia-smi is missing" in gpu[0] and "driver" in gpu[0]
 
 
@@ -61,7 +64,9 @@ def test_doctor_flags_a_port_the_lab_needs_when_taken(sshd: Sshd, tmp_path: Path
         taken.listen()
         values["trainer"] |= {"hostNetwork": True, "port": taken.getsockname()[1]}
         write_stack(tmp_path, "busy", values)
-        result = labctl("doctor", "--stack", "busy", "--stacks-dir", tmp_path, "--no-bandwidth")
+        result = labctl(
+            "doctor", "--stack", "busy", "--stacks-dir", tmp_path, "--no-bandwidth", "--nodes-only"
+        )
     ports = _rows(result.out, "ports")
     port = values["trainer"]["port"]
     # Both "nodes" are this machine, so both see the port taken.
@@ -75,7 +80,9 @@ def test_doctor_reports_a_link_it_cannot_use(sshd: Sshd, tmp_path: Path) -> None
         taken.listen()
         values["trainer"]["port"] = taken.getsockname()[1]  # the receiver cannot listen there
         write_stack(tmp_path, "nolink", values)
-        result = labctl("doctor", "--stack", "nolink", "--stacks-dir", tmp_path, "--bandwidth-mib", "1")
+        result = labctl(
+            "doctor", "--stack", "nolink", "--stacks-dir", tmp_path, "--bandwidth-mib", "1", "--nodes-only"
+        )
     link = _rows(result.out, "bandwidth")
     assert result.code == 1 and len(link) == 1 and "error" in link[0] and "cannot listen" in link[0]
 
@@ -88,6 +95,12 @@ def test_python_dependencies_names_what_differs(tmp_path: Path) -> None:
     assert finding.level.value == "error"
     assert "rich" in finding.detail and "no-such-package-k8scifar missing" in finding.detail
     assert "scripts/setup.sh" in finding.fix
+
+
+def test_python_imports_names_the_module_that_fails() -> None:
+    assert python_imports().level.value == "ok"
+    finding = python_imports(("json", "no_such_module_k8scifar"))
+    assert finding.level.value == "error" and "No module named 'no_such_module_k8scifar'" in finding.detail
 
 
 def test_doctor_needs_a_stack_file(tmp_path: Path) -> None:
