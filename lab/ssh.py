@@ -77,6 +77,7 @@ class Remote:
     def _run(
         self, command: str, stdin: str | None, timeout: float, text: bool
     ) -> subprocess.CompletedProcess[Any]:
+        self._check_key()
         try:
             done = subprocess.run(
                 self.argv(command), input=stdin, capture_output=True, text=text, timeout=timeout, check=False
@@ -93,6 +94,7 @@ class Remote:
 
     def popen(self, command: str) -> subprocess.Popen[str]:
         """Start `command` on the node and return at once; the caller writes its stdin, reads its output."""
+        self._check_key()
         return subprocess.Popen(
             self.argv(command),
             stdin=subprocess.PIPE,
@@ -100,6 +102,14 @@ class Remote:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    def _check_key(self) -> None:
+        key = Path(self.ssh.key_path).expanduser()
+        if not key.is_file():
+            raise SshError(
+                f"SSH key {key} does not exist; create one with `ssh-keygen -t ed25519 -f {key}` and copy it"
+                " to the nodes with ssh-copy-id, or point k8scifar:ssh.keyPath (labctl init --key) at yours"
+            )
 
     def unreachable(self, stderr: str) -> str:
         """The one-line message for a failed connection, from ssh's own last word on it."""

@@ -87,6 +87,15 @@ def test_init_rejects_a_bad_address_before_connecting(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_init_needs_an_existing_key(tmp_path: Path) -> None:
+    missing = tmp_path / "no_key"
+    result = labctl(
+        "init", "--stack", "k", "--stacks-dir", tmp_path, "--server", f"a=root@{SERVER}", "--key", missing
+    )
+    assert_one_line_error(result, f"SSH key {missing} does not exist", "ssh-keygen")
+    assert not (tmp_path / "Pulumi.k.yaml").exists()
+
+
 def test_init_names_an_unreachable_machine(sshd: Sshd, tmp_path: Path) -> None:
     # Nothing listens on 127.0.0.3 at the test sshd's port.
     result = labctl(

@@ -113,9 +113,9 @@ def test_status_without_a_cluster_is_one_line(sshd: Sshd, tmp_path: Path) -> Non
     assert_one_line_error(result, "no cluster on node-a (127.0.0.1) yet", "pulumi up --stack loop")
 
 
-def test_status_with_an_unreachable_server_is_one_line(tmp_path: Path) -> None:
+def test_status_with_an_unreachable_server_is_one_line(sshd: Sshd, tmp_path: Path) -> None:
     values = {"nodes": [{"name": "far", "address": "127.0.0.3", "user": "root", "role": "server"}],
-              "ssh": {"port": 9, "hostKeyPolicy": "off"}}  # fmt: skip
+              "ssh": {"keyPath": str(sshd.key), "port": 9, "hostKeyPolicy": "off"}}  # fmt: skip
     write_stack(tmp_path, "far", values)
     result = labctl("status", "--stack", "far", "--stacks-dir", tmp_path)
     assert_one_line_error(result, "far (root@127.0.0.3, port 9): cannot log in over SSH")
