@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.testbed import aptproxy, machines, network, rootfs
+from lab.testbed import aptproxy, machines, network, processes, rootfs
 from lab.testbed.commands import TestbedError, missing_tools, run
 from lab.testbed.layout import CACHE_ROOT, Layout, Machine
 
-__all__ = ["Layout", "Machine", "Testbed", "TestbedError", "down", "up"]
+__all__ = ["Layout", "Machine", "Testbed", "TestbedError", "down", "leftovers", "load", "up"]
 
 BOOT_TIMEOUT_S = 90
 STOP_GRACE_S = 15
@@ -129,6 +129,22 @@ def down(layout: Layout, purge_cache: bool = False) -> None:
         layout.state.parent.rmdir()  # only when no other testbed remains
     if purge_cache:
         shutil.rmtree(CACHE_ROOT, ignore_errors=True)
+    left = leftovers(layout)
+    if left:
+        raise TestbedError(f"testbed {layout.name!r} is not fully removed: {'; '.join(left)}")
+
+
+def leftovers(layout: Layout) -> list[str]:
+    """Whatever of testbed `layout.name` still exists: namespaces, links, files, processes, mounts."""
+    found = [f"network namespace {n}" for n in network.own_namespaces(layout)]
+    found += [f"link {link}" for link in network.own_links(layout)]
+    if layout.state.exists():
+        found.append(f"folder {layout.state}")
+    state = str(layout.state)
+    for proc in Path("/proc").glob("[0-9]*"):
+        if any(state in arg for arg in processes.command_line(int(proc.name))):
+            found.append(f"process {proc.name} ({' '.join(processes.command_line(int(proc.name)))[:80]})")
+    return found
 
 
 def _stop_session(pid: int, program: str) -> None:

@@ -1,0 +1,51 @@
+"""Integration fixtures: two real test machines for the whole session, removed whatever happens.
+
+These tests need root (namespaces, links, mounts); CI runs as root, so there they always run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab import testbed
+from lab.config import LabConfig, load_stack
+
+STACK = "testbed"
+LOCK = Path("/run/lock/k8scifar-testbed.lock")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration/" in item.nodeid:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create network namespaces, links and mounts for the test machines")
+
+
+@pytest.fixture(scope="session")
+def lab() -> LabConfig:
+    return load_stack(STACK)
+
+
+@pytest.fixture(scope="session")
+def machines(root: None, lab: LabConfig) -> Iterator[testbed.Testbed]:
+    """The machines stacks/Pulumi.testbed.yaml describes; `down` runs even when a test fails.
+
+    Test runs on one machine take turns: the addresses are fixed by the stack file.
+    """
+    layout = testbed.Layout(count=len(lab.nodes))
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield testbed.up(layout)
+        finally:
+            testbed.down(layout)

@@ -1,0 +1,41 @@
+"""The test machines themselves: reachable as the stack describes, and gone without a trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab import testbed
+from lab.config import LabConfig
+from lab.testbed import machines as machine_boot
+from lab.testbed import rootfs
+
+
+def test_machines_answer_ssh_with_sudo_and_reach_each_other(
+    machines: testbed.Testbed, lab: LabConfig
+) -> None:
+    first, second = machines.layout.machines
+    assert testbed.ssh(machines, first, "sudo", "-n", "id", "-u").strip() == "0"
+    assert testbed.ssh(machines, second, "hostname").strip() == second.name
+    probe = f"exec 3<>/dev/tcp/{second.address}/22 && head -c 4 <&3"
+    assert testbed.ssh(machines, first, "bash", "-c", f"'{probe}'") == "SSH-"
+    assert [n.address for n in lab.nodes] == [first.address, second.address]
+
+
+def test_a_failed_up_leaves_nothing(root: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up` fails after the bridge, the proxy and a booted machine exist; all of it must go."""
+    layout = testbed.Layout("broken", 2, "10.77.5.0/24")
+    install = rootfs.install
+
+    def install_then_fail(lay: testbed.Layout, machine: testbed.Machine, *args: object) -> None:
+        if machine.name.endswith("node2"):
+            raise testbed.TestbedError("injected failure while installing the second machine")
+        install(lay, machine, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rootfs, "install", install_then_fail)
+    booted = []
+    boot = machine_boot.boot
+    monkeypatch.setattr(machine_boot, "boot", lambda m, log: booted.append(m.name) or boot(m, log))
+    with pytest.raises(testbed.TestbedError, match="injected failure"):
+        testbed.up(layout)
+    assert booted == ["broken-node1"]
+    assert testbed.leftovers(layout) == []
