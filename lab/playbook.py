@@ -34,6 +34,10 @@ _RESULT_EVENTS = {
 }
 
 
+# Modules whose message is the point of the task (e.g. why a step is skipped): shown in progress.
+_DEBUG_ACTIONS = {"debug", "ansible.builtin.debug"}
+
+
 class PlaybookError(RuntimeError):
     """A playbook run that did not succeed; the message names host, task and the module's words."""
 
@@ -75,12 +79,11 @@ class PlaybookResult:
 
 
 def _message(result: Mapping[str, Any]) -> str:
-    """The most telling words a failed module left behind."""
-    for key in ("msg", "stderr", "reason", "stdout"):
-        value = result.get(key)
-        if value:
-            return str(value).strip()
-    return "no message (run again with more verbosity to see why)"
+    """The most telling words a failed module left behind: its message and a command's stderr."""
+    words = [str(result[key]).strip() for key in ("msg", "reason", "stderr") if result.get(key)]
+    if not words and result.get("stdout"):
+        words.append(str(result["stdout"]).strip())
+    return ": ".join(words) or "no message (run again with more verbosity to see why)"
 
 
 class _Recorder:
@@ -118,7 +121,8 @@ class _Recorder:
             status = "failed (ignored)"
         elif kind in {"runner_on_failed", "runner_on_unreachable"}:
             self.failures.append(Failure(host, task, _message(res)))
-        self._say(f"  {status:<11} {host}: {task}")
+        said = f": {res['msg']}" if data.get("task_action") in _DEBUG_ACTIONS and res.get("msg") else ""
+        self._say(f"  {status:<11} {host}: {task}{said}")
 
     def _stats(self, data: dict[str, Any]) -> None:
         # Keep the set_stats payload in memory only: it may carry the kubeconfig.
