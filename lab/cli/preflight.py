@@ -45,8 +45,12 @@ if command -v nvidia-smi >/dev/null; then
 else
   echo "gpus=none"
 fi
-echo "tcp=$(ss -Hltn 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
-echo "udp=$(ss -Hlun 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
+if command -v ss >/dev/null; then
+  echo "tcp=$(ss -Hltn | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
+  echo "udp=$(ss -Hlun | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
+else
+  echo "ports=unknown"
+fi
 echo "clock=$(date +%s.%N)"
 """
 
@@ -241,6 +245,14 @@ def _time_sync(node: Node, facts: dict[str, str], offset: float) -> Finding:
 
 
 def _ports(node: Node, facts: dict[str, str], needed: dict[tuple[int, str], str]) -> Finding:
+    if facts.get("ports") == "unknown":
+        return Finding(
+            node.name,
+            "ports",
+            Level.WARNING,
+            "cannot list listening ports: `ss` is missing",
+            "install iproute2",
+        )
     listening = {
         (int(p), proto) for proto in ("tcp", "udp") for p in facts.get(proto, "").split() if p.isdigit()
     }
