@@ -167,7 +167,7 @@ def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
         _os(node, facts),
         *_gpu(node, facts),
         _time_sync(node, facts, clock_offset),
-        _ports(node, facts, needed_ports(cfg, node)),
+        ports_finding(node, facts, needed_ports(cfg, node)),
     ]
 
 
@@ -244,7 +244,7 @@ def _time_sync(node: Node, facts: dict[str, str], offset: float) -> Finding:
     return Finding(node.name, "time sync", Level.OK, f"NTP synchronised, {skew}")
 
 
-def _ports(node: Node, facts: dict[str, str], needed: dict[tuple[int, str], str]) -> Finding:
+def ports_finding(node: Node, facts: dict[str, str], needed: dict[tuple[int, str], str]) -> Finding:
     if facts.get("ports") == "unknown":
         return Finding(
             node.name,

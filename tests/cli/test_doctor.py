@@ -7,7 +7,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from lab.cli.preflight import LOCK, _ports, python_dependencies, python_imports
+from lab.cli.preflight import LOCK, ports_finding, python_dependencies, python_imports
 from lab.config import Node
 from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
 
@@ -113,9 +113,9 @@ def test_ports_finding_reads_the_nodes_listening_sockets() -> None:
     node = Node(name="n", address="10.0.0.1", user="u", role="server")
     needed = {(6443, "tcp"): "Kubernetes API", (8472, "udp"): "flannel VXLAN"}
     assert (
-        _ports(node, {"tcp": "22 6443 ", "udp": ""}, needed).detail
+        ports_finding(node, {"tcp": "22 6443 ", "udp": ""}, needed).detail
         == "already in use: 6443/tcp (Kubernetes API)"
     )
-    assert _ports(node, {"tcp": "22", "udp": "8472"}, needed).level.value == "warning"
-    assert _ports(node, {"tcp": "22", "udp": "53"}, needed).level.value == "ok"
-    assert "install iproute2" in _ports(node, {"ports": "unknown"}, needed).fix
+    assert ports_finding(node, {"tcp": "22", "udp": "8472"}, needed).level.value == "warning"
+    assert ports_finding(node, {"tcp": "22", "udp": "53"}, needed).level.value == "ok"
+    assert "install iproute2" in ports_finding(node, {"ports": "unknown"}, needed).fix
