@@ -121,8 +121,11 @@ class HostBootstrapProvider(ResourceProvider):
         )
 
 
-class HostBootstrap(Resource):
-    """The machines of one stack, bootstrapped into a cluster by Ansible."""
+class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):
+    """The machines of one stack, bootstrapped into a cluster by Ansible.
+
+    Its type is pulumi-python:dynamic/k8scifar:HostBootstrap.
+    """
 
     kubeconfig: pulumi.Output[str]
     token: pulumi.Output[str]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,24 @@ def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:
     run = run_program("lab", main=main)
     assert run.outputs["kubeconfig"] == FAKE_KUBECONFIG
     assert "kubeconfig" not in run.secret_outputs
+
+
+def test_the_engine_can_load_the_provider(program: ProgramRun, tmp_path: Path) -> None:
+    """The provider host process unpickles `__provider` the way pulumi.dynamic does, in a fresh Python."""
+    (bootstrap,) = [r for r in program.resources if r.type == DYNAMIC_RESOURCE]
+    pickled = bootstrap.inputs["__provider"]["value"]  # the engine keeps it as a secret value
+    script = (
+        "import base64, sys, dill\n"
+        "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "same = {'content_hash': 'a'}\n"
+        "print(type(provider).__name__, provider.diff('id', same, same).changes)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=pickled,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert done.stdout.split() == ["HostBootstrapProvider", "False"]

@@ -22,7 +22,7 @@ from lab.config import PROJECT, read_stack_values, stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
-DYNAMIC_RESOURCE = "pulumi-python:dynamic:Resource"
+DYNAMIC_RESOURCE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
 FAKE_TOKEN = "abcdef.0123456789abcdef"
 FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
 
