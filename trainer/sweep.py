@@ -13,12 +13,14 @@ import random
 from pathlib import Path
 from typing import Any
 
+from trainer.errors import TrainerError
+
 PARAMETERS = ("lr", "batch_size", "epochs", "weight_decay", "momentum", "label_smoothing", "model")
 INTEGER_PARAMETERS = frozenset({"batch_size", "epochs"})
 STRATEGIES = ("grid", "random")
 
 
-class SweepError(ValueError):
+class SweepError(TrainerError, ValueError):
     """A search space or sweep file that cannot be expanded; the message names the fix."""
 
 

@@ -1,0 +1,126 @@
+"""Real trainer processes on CPU: a small synthetic dataset, a narrow net, torchrun with gloo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+# Small and fast: 1536 images in 12 steps of 128 per epoch, an 8-channel net, no test-time augmentation.
+SMALL = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "4"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def env(**extra: str) -> dict[str, str]:
+    """The environment of a trainer process: one thread each, no inherited rank variables."""
+    base = {
+        k: v for k, v in os.environ.items() if k not in {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+    }
+    return {**base, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **extra}
+
+
+def trainer(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "trainer", *map(str, args)]
+
+
+def torchrun(nproc: int, *args: str | Path, restarts: int = 0) -> list[str]:
+    return [
+        str(TORCHRUN),
+        f"--nproc-per-node={nproc}",
+        f"--max-restarts={restarts}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--module",
+        "trainer",
+        *map(str, args),
+    ]
+
+
+def run(command: list[str], timeout: float = 240, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, env=env(**extra), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def start(command: list[str], log: Path, **extra: str) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        # A session of its own, so a failed test can end torchrun and its workers together.
+        return subprocess.Popen(
+            command, env=env(**extra), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def epochs_logged(run_dir: Path) -> int:
+    try:
+        return len((run_dir / "metrics.jsonl").read_text().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def children(pid: int) -> list[int]:
+    found = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False
+    )
+    return [int(line) for line in found.stdout.split()]
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cifar")
+    result = run(
+        trainer("data", "synthetic", "--dir", root, "--train", "1536", "--test", "256", "--seed", "1")
+    )
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+@pytest.fixture(scope="session")
+def reference(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An undisturbed 2-rank run of SMALL under torchrun: the figures the disturbed runs must match."""
+    runs = tmp_path_factory.mktemp("runs")
+    result = run(torchrun(2, "train", "--data", dataset, "--runs", runs, "--run-name", "reference", *SMALL))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return runs / "reference"
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Background processes a test starts; killed if the test fails before they end."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        stop(process)

@@ -1,0 +1,93 @@
+"""The command line as pods and operators use it: wait-on-complete and probe, sweeps, refusals."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from tests.trainer.conftest import read_json, run, start, trainer, wait_for
+from trainer import report
+
+TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
+
+
+def test_on_complete_wait_sleeps_until_sigterm_and_skips_a_finished_run(
+    dataset: Path, tmp_path: Path, processes: list
+) -> None:
+    run_dir = tmp_path / "pod"
+    command = trainer(
+        "train", "--data", dataset, "--runs", tmp_path, "--run-name", "pod", *TINY, "--on-complete", "wait"
+    )
+    assert run(trainer("probe", "--run", run_dir)).returncode == 1, "no status yet: not ready"
+    for attempt, log in enumerate((tmp_path / "first.log", tmp_path / "second.log")):
+        process = start(command, log)
+        processes.append(process)
+        wait_for(lambda log=log: "is complete" in log.read_text(), "the completion line")
+        assert process.poll() is None, "a pod's trainer must not exit after completing"
+        probe = run(trainer("probe", "--run", run_dir))
+        assert probe.returncode == 0 and "complete" in probe.stdout
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        trained = "epoch   1/1" in log.read_text()
+        assert trained == (attempt == 0), "the second start finds the completed run and trains nothing"
+    assert "best test accuracy" in (tmp_path / "second.log").read_text()
+
+
+def test_a_changed_config_on_an_existing_run_is_refused(dataset: Path, tmp_path: Path) -> None:
+    base = ["train", "--data", dataset, "--runs", tmp_path, "--run-name", "same", *TINY]
+    assert run(trainer(*base)).returncode == 0
+    changed = run(trainer(*base, "--lr", "0.5"))
+    assert changed.returncode == 2
+    assert "belongs to a run with different hyperparameters" in changed.stderr
+    assert "--run-name" in changed.stderr and "Traceback" not in changed.stderr
+
+
+def test_sweep_index_selects_a_set_and_the_report_ranks_runs(dataset: Path, tmp_path: Path) -> None:
+    space = {"strategy": "grid", "seed": 0, "parameters": {"lr": [0.05, 1.5], "epochs": [1]}}
+    (tmp_path / "space.json").write_text(json.dumps(space))
+    sweep_file = tmp_path / "sweep.json"
+    generated = run(trainer("sweep", "generate", "--space", tmp_path / "space.json", "--out", sweep_file))
+    assert generated.returncode == 0 and "2 hyperparameter sets" in generated.stdout
+    flags = ["--data", dataset, "--runs", tmp_path, "--run-name", "sw", *TINY, "--sweep", sweep_file]
+    for index in ("0", "1"):
+        result = run(trainer("train", *flags), JOB_COMPLETION_INDEX=index)
+        assert result.returncode == 0, result.stderr
+    sets = read_json(sweep_file)["sets"]
+    for index in (0, 1):
+        assert (
+            read_json(tmp_path / "sw" / str(index) / "summary.json")["hyperparameters"]["lr"]
+            == sets[index]["lr"]
+        )
+    shown = run(trainer("sweep", "report", "--dir", tmp_path / "sw", "--plot", tmp_path / "sweep.png"))
+    assert shown.returncode == 0, shown.stderr
+    rows = shown.stdout.splitlines()
+    accuracies = {i: read_json(tmp_path / "sw" / i / "summary.json")["best_test_acc"] for i in ("0", "1")}
+    best = max(accuracies, key=lambda i: accuracies[i])
+    assert rows[0].split()[:3] == ["#", "run", "best"] and rows[1].split()[1] == best
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    missing = run(trainer("train", *flags))
+    assert missing.returncode == 2 and "JOB_COMPLETION_INDEX" in missing.stderr
+    beyond = run(trainer("train", *flags, "--index", "2"))
+    assert beyond.returncode == 2 and "index 2 is out of range" in beyond.stderr
+
+
+def _summary(folder: Path, best: float, lr: float) -> None:
+    folder.mkdir(parents=True)
+    content = {
+        "best_test_acc": best,
+        "final_test_acc": best,
+        "wall_seconds": 1.0,
+        "hyperparameters": {"lr": lr, "batch_size": 512, "model": "airbench"},
+    }
+    (folder / "summary.json").write_text(json.dumps(content))
+
+
+def test_report_orders_best_first_and_shows_what_varied(tmp_path: Path) -> None:
+    for index, (best, lr) in enumerate([(0.91, 0.1), (0.94, 0.2), (0.93, 0.4)]):
+        _summary(tmp_path / str(index), best, lr)
+    rows = report.collect(tmp_path)
+    assert [row["run"] for row in rows] == ["1", "2", "0"]
+    assert report.varied(rows) == ["lr"]
+    lines = report.table(rows, ["lr"]).splitlines()
+    assert lines[1].split() == ["1", "1", "94.00%", "94.00%", "1.0", "0.2"]

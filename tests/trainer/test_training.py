@@ -1,0 +1,163 @@
+"""Real DDP training under torchrun on CPU: outputs, 1-rank/2-rank equivalence, kill -9, SIGTERM."""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.trainer.conftest import (
+    SMALL,
+    children,
+    epochs_logged,
+    read_json,
+    run,
+    start,
+    torchrun,
+    trainer,
+    wait_for,
+)
+from trainer import checkpoint
+
+
+def _final(run_dir: Path) -> tuple[float, float]:
+    summary = read_json(run_dir / "summary.json")
+    return summary["final_test_acc"], summary["final_test_loss"]
+
+
+def test_two_ranks_write_every_output_with_sane_contents(reference: Path) -> None:
+    lines = [read_json_line(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == [1, 2, 3, 4]
+    assert [line["step"] for line in lines] == [12, 24, 36, 48]
+    for line in lines:
+        assert set(line) >= {
+            "train_loss",
+            "train_acc",
+            "test_loss",
+            "test_acc",
+            "lr",
+            "epoch_seconds",
+            "images_per_second",
+        }
+        assert 0 <= line["test_acc"] <= 1 and line["images_per_second"] > 0 and line["restarts"] == 0
+    assert lines[-1]["train_loss"] < lines[0]["train_loss"], "training did not lower the loss"
+    summary = read_json(reference / "summary.json")
+    assert summary["world_size"] == 2 and summary["backend"] == "gloo" and len(summary["devices"]) == 2
+    assert summary["final_test_acc"] > 0.5, "a learnable synthetic set should be learnt"
+    assert summary["best_test_acc"] == max([summary["final_test_acc"], *(line["test_acc"] for line in lines)])
+    assert summary["hyperparameters"]["lr"] == 1.5, "no --lr: the airbench recipe's rate"
+    assert summary["torch_version"] == torch.__version__ and len(summary["code_hash"]) == 16
+    status = read_json(reference / "status.json")
+    assert status["state"] == "complete" and status["epoch"] == status["epochs"] == 4
+    assert status["world_size"] == status["rank_count"] == 2
+    assert (reference / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pointed = read_json(reference / "checkpoints" / "latest")["file"]
+    assert pointed == "ckpt-000000048.pt"
+    assert len(list((reference / "checkpoints").glob("ckpt-*.pt"))) == 3, "--checkpoint-keep defaults to 3"
+
+
+def read_json_line(text: str) -> dict:
+    import json
+
+    return json.loads(text)
+
+
+def _parameters(run_dir: Path) -> dict[str, torch.Tensor]:
+    path = checkpoint.latest_verified(run_dir / "checkpoints")
+    assert path is not None
+    state = torch.load(path, weights_only=True)["model"]
+    # Buffers (BatchNorm running statistics) are excluded: DDP keeps rank 0's, accumulation all parts'.
+    return {
+        name: value for name, value in state.items() if "running" not in name and "num_batches" not in name
+    }
+
+
+def test_two_ranks_match_one_rank_with_the_same_global_batch(dataset: Path, tmp_path: Path) -> None:
+    """Each rank's half-batch equals one micro-batch of a 1-rank run accumulating 2: BatchNorm sees the
+    same 64 images either way, so after the same steps the weights agree to float rounding."""
+    flags = [
+        "--data",
+        dataset,
+        "--runs",
+        tmp_path,
+        "--width",
+        "8",
+        "--batch-size",
+        "128",
+        "--epochs",
+        "1",
+        "--tta",
+        "0",
+    ]
+    two = run(torchrun(2, "train", *flags, "--run-name", "two"))
+    assert two.returncode == 0, two.stderr
+    one = run(trainer("train", *flags, "--run-name", "one", "--accumulate", "2"))
+    assert one.returncode == 0, one.stderr
+    a, b = _parameters(tmp_path / "two"), _parameters(tmp_path / "one")
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=f"{name} differs")
+    # The comparison can fail: one rank without accumulation normalises over 128 images, not 64.
+    plain = run(trainer("train", *flags, "--run-name", "plain"))
+    assert plain.returncode == 0, plain.stderr
+    c = _parameters(tmp_path / "plain")
+    assert any(not torch.allclose(a[name], c[name], rtol=1e-4, atol=1e-5) for name in a)
+
+
+def test_kill_9_of_one_rank_restarts_and_ends_with_the_undisturbed_figures(
+    dataset: Path, reference: Path, tmp_path: Path, processes: list
+) -> None:
+    run_dir = tmp_path / "killed"
+    process = start(
+        torchrun(
+            2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "killed", *SMALL, restarts=2
+        ),
+        tmp_path / "log",
+    )
+    processes.append(process)
+    wait_for(lambda: epochs_logged(run_dir) >= 1, "the first epoch")
+    workers = children(process.pid)
+    assert len(workers) == 2
+    subprocess.run(["kill", "-9", str(workers[-1])], check=True)
+    assert process.wait(timeout=240) == 0, (tmp_path / "log").read_text()[-3000:]
+    log = (tmp_path / "log").read_text()
+    assert "resumed from" in log and "(restart 1)" in log
+    lines = [read_json_line(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == [1, 2, 3, 4], "each epoch once, in order"
+    assert lines[0]["restarts"] == 0 and lines[-1]["restarts"] == 1, "the metrics show the resume"
+    assert read_json(run_dir / "summary.json")["restarts"] == 1
+    assert _final(run_dir) == pytest.approx(_final(reference), rel=1e-6)
+
+
+def test_sigterm_writes_a_loadable_emergency_checkpoint_and_the_resumed_run_matches(
+    dataset: Path, reference: Path, tmp_path: Path, processes: list
+) -> None:
+    run_dir = tmp_path / "stopped"
+    command = torchrun(2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "stopped", *SMALL)
+    process = start(command, tmp_path / "log")
+    processes.append(process)
+    wait_for(lambda: epochs_logged(run_dir) >= 1, "the first epoch")
+    process.send_signal(signal.SIGTERM)
+    # torchrun kills its workers 30 s after forwarding SIGTERM; they must be done well before.
+    process.wait(timeout=25)
+    log = (tmp_path / "log").read_text()
+    assert "emergency checkpoint written at step" in log, log[-3000:]
+    path = checkpoint.latest_verified(run_dir / "checkpoints")
+    assert path is not None
+    state = checkpoint.load(path, read_json(reference / "summary.json")["config_hash"], torch.device("cpu"))
+    assert state["emergency"] is True
+    assert 12 <= state["progress"]["step"] < 48
+    assert read_json(run_dir / "status.json")["state"] == "running"
+    resumed = run(command)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert read_json(run_dir / "summary.json")["restarts"] == 1
+    assert _final(run_dir) == pytest.approx(_final(reference), rel=1e-6)
+    # The interrupted epoch's totals combine both sessions: they equal the undisturbed epoch's.
+    lines = [read_json_line(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    expected = [read_json_line(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
+    for got, want in zip(lines, expected, strict=True):
+        assert math.isclose(got["train_loss"], want["train_loss"], rel_tol=1e-6), got["epoch"]

@@ -1,0 +1,190 @@
+"""The command line: `train`, `probe`, `data download|synthetic`, `sweep generate|report`.
+
+Heavy imports (torch, matplotlib) happen inside the commands that need them, so `probe` (a pod's
+readiness check, run every few seconds) and the sweep commands start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer import sweep
+from trainer.errors import TrainerError
+
+MODELS = ("airbench", "resnet9")
+
+
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer", description="CIFAR-10 training with PyTorch DDP."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train one run (under torchrun, in a pod, or alone)")
+    train.add_argument("--data", type=Path, required=True, help="folder holding cifar-10-batches-py/")
+    train.add_argument("--runs", type=Path, required=True, help="folder of run folders")
+    train.add_argument("--run-name", required=True, help="this run's folder under --runs")
+    train.add_argument("--model", choices=MODELS, default="airbench")
+    train.add_argument("--width", type=_positive(int), default=64, help="channels of the first block")
+    train.add_argument("--epochs", type=_positive(int), help="default: the model's recipe")
+    train.add_argument("--batch-size", type=_positive(int), default=1024, help="global, whatever the ranks")
+    train.add_argument("--lr", type=_positive(float), help="peak learning rate; default: the recipe's")
+    train.add_argument("--weight-decay", type=float, help="default: the recipe's")
+    train.add_argument("--momentum", type=_fraction, help="default: the recipe's")
+    train.add_argument("--label-smoothing", type=_fraction, help="default: the recipe's")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--cutout", type=int, default=0, help="side of the cut-out square (0: none)")
+    train.add_argument("--tta", type=int, choices=(0, 1, 2), default=2, help="test-time augmentation level")
+    train.add_argument("--accumulate", type=_positive(int), default=1, help="micro-batches per rank and step")
+    train.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    train.add_argument("--compression", choices=("none", "fp16", "bf16", "powersgd"), default="none")
+    train.add_argument("--target-accuracy", type=_fraction, default=0.94)
+    train.add_argument("--checkpoint-keep", type=_positive(int), default=3)
+    train.add_argument(
+        "--timeout-seconds", type=_positive(int), help="collective timeout (env LAB_COLLECTIVE_TIMEOUT)"
+    )
+    train.add_argument("--threads", type=_positive(int), help="CPU threads per rank")
+    train.add_argument("--sweep", type=Path, help="sweep file; the set at --index overrides the flags")
+    train.add_argument("--index", type=int, help="sweep set (default: env JOB_COMPLETION_INDEX)")
+    train.add_argument("--on-complete", choices=("exit", "wait"), default="exit")
+
+    probe = commands.add_parser("probe", help="exit 0 iff the run's status is complete")
+    probe.add_argument("--run", type=Path, required=True, help="a run folder")
+
+    data = commands.add_parser("data", help="fetch or make the dataset").add_subparsers(
+        dest="action", required=True
+    )
+    download = data.add_parser("download", help="torchvision download with MD5 check (idempotent)")
+    download.add_argument("--dir", type=Path, required=True)
+    synthetic = data.add_parser("synthetic", help="write a learnable dataset in CIFAR-10's pickle format")
+    synthetic.add_argument("--dir", type=Path, required=True)
+    synthetic.add_argument("--train", type=_positive(int), default=50000)
+    synthetic.add_argument("--test", type=_positive(int), default=10000)
+    synthetic.add_argument("--seed", type=int, default=0)
+
+    sweeps = commands.add_parser("sweep", help="hyperparameter sweeps").add_subparsers(
+        dest="action", required=True
+    )
+    generate = sweeps.add_parser("generate", help="expand a search space into a sweep file")
+    generate.add_argument("--space", type=Path, required=True)
+    generate.add_argument("--out", type=Path, required=True)
+    report = sweeps.add_parser("report", help="leaderboard of a sweep's runs, best first")
+    report.add_argument("--dir", type=Path, required=True, help="the sweep's folder (<runs>/<run-name>)")
+    report.add_argument("--plot", type=Path, help="PNG of accuracy against each hyperparameter")
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    from trainer import data, distributed, train
+    from trainer.config import resolve
+
+    options = vars(args).copy()
+    run_dir = args.runs / args.run_name
+    if args.sweep is not None:
+        index = _sweep_index(args.index)
+        options.update(sweep.select(args.sweep, index))
+        run_dir = run_dir / str(index)
+    if options["model"] not in MODELS:
+        raise sweep.SweepError(
+            f"sweep set chooses model {options['model']!r}; use one of {', '.join(MODELS)}"
+        )
+    place = distributed.topology(os.environ)
+    distributed.apply_socket_interfaces(os.environ)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    splits = (data.load(args.data, train=True), data.load(args.data, train=False))
+    config = resolve(options, len(splits[0].labels), len(splits[1].labels))
+    where = train.Placement(
+        data=args.data,
+        run_dir=run_dir,
+        backend=distributed.choose_backend(args.backend),
+        timeout=distributed.timeout_seconds(args.timeout_seconds, os.environ),
+        checkpoint_keep=args.checkpoint_keep,
+        target_accuracy=args.target_accuracy,
+        on_complete=args.on_complete,
+    )
+    return train.main(config, where, place, splits, train.StopSignal())
+
+
+def _sweep_index(flag: int | None) -> int:
+    if flag is not None:
+        return flag
+    text = os.environ.get("JOB_COMPLETION_INDEX", "")
+    if not text.isdigit():
+        raise sweep.SweepError("--sweep needs --index I or the environment variable JOB_COMPLETION_INDEX")
+    return int(text)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from trainer.metrics import RunFolder
+
+    status = RunFolder(args.run).status()
+    state = status.get("state") if status else "absent"
+    print(f"{args.run}: {state}")
+    return 0 if state == "complete" else 1
+
+
+def _data(args: argparse.Namespace) -> int:
+    from trainer import data
+
+    if args.action == "download":
+        print(data.download(args.dir))
+    else:
+        folder = data.write_synthetic(args.dir, args.train, args.test, args.seed)
+        print(f"synthetic CIFAR-10 ({args.train} training, {args.test} test images) written to {folder}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    if args.action == "generate":
+        count = sweep.write_sweep_file(sweep.read_space(args.space), args.out)
+        print(f"{count} hyperparameter sets written to {args.out}")
+        return 0
+    from trainer import report
+
+    rows = report.collect(args.dir)
+    parameters = report.varied(rows)
+    print(report.table(rows, parameters))
+    if args.plot:
+        from trainer import plots
+
+        plots.sweep(rows, parameters, args.plot)
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+COMMANDS = {"train": _train, "probe": _probe, "data": _data, "sweep": _sweep}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except TrainerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,80 @@
+"""A run's resolved hyperparameters and the hashes that tell whether two runs are the same."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer.errors import TrainerError
+from trainer.model import RECIPES
+
+
+class ConfigurationError(TrainerError, ValueError):
+    """Options that cannot train together; the message names them and the fix."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that changes the numbers a run produces (not where or on how many ranks it runs)."""
+
+    model: str
+    width: int
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    momentum: float
+    label_smoothing: float
+    seed: int
+    cutout: int
+    tta: int
+    accumulate: int
+    compression: str
+    train_images: int
+    test_images: int
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def hash(self) -> str:
+        text = json.dumps(self.hyperparameters(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resolve(options: dict[str, Any], train_images: int, test_images: int) -> TrainConfig:
+    """Fill the options left unset (None) from the model's recipe."""
+    recipe = RECIPES[options["model"]]
+
+    def pick(name: str) -> Any:
+        value = options.get(name)
+        return getattr(recipe, name) if value is None else value
+
+    return TrainConfig(
+        model=options["model"],
+        width=options["width"],
+        epochs=int(pick("epochs")),
+        batch_size=int(options["batch_size"]),
+        lr=float(pick("lr")),
+        weight_decay=float(pick("weight_decay")),
+        momentum=float(pick("momentum")),
+        label_smoothing=float(pick("label_smoothing")),
+        seed=options["seed"],
+        cutout=options["cutout"],
+        tta=options["tta"],
+        accumulate=options["accumulate"],
+        compression=options["compression"],
+        train_images=train_images,
+        test_images=test_images,
+    )
+
+
+def code_hash() -> str:
+    """Hash of the trainer's source files: which code produced a result."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,262 @@
+"""Where this process sits in the job: rank and world from the environment, the process group, DDP.
+
+Ranks come from torchrun's variables, or from a StatefulSet pod's (`RANK`, or the ordinal at the
+end of `POD_NAME`), or from torchrun's `PET_*` inputs when a pod sets those instead.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import socket
+import time
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer.errors import TrainerError
+
+DEFAULT_TIMEOUT_SECONDS = 300
+
+
+class JobEnvironmentError(TrainerError):
+    """The job's environment does not describe a valid rank; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+
+
+def _first(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
+    for name in names:
+        if env.get(name, "") != "":
+            return name, env[name]
+    return None
+
+
+def _integer(name: str, value: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise JobEnvironmentError(f"{name}={value!r} is not an integer") from None
+    if number < minimum:
+        raise JobEnvironmentError(f"{name}={number} must be at least {minimum}")
+    return number
+
+
+def _rank(env: Mapping[str, str]) -> int:
+    found = _first(env, "RANK", "PET_NODE_RANK")
+    if found:
+        return _integer(*found, minimum=0)
+    match = re.search(r"-(\d+)$", env.get("POD_NAME", ""))
+    if match:
+        return int(match.group(1))
+    raise JobEnvironmentError(
+        "WORLD_SIZE is above 1 but no rank is set: set RANK (torchrun does), or POD_NAME ending in"
+        " -<ordinal> as a StatefulSet pod has"
+    )
+
+
+def topology(env: Mapping[str, str]) -> Topology:
+    """This process's place in the job; a single process when no world size is set."""
+    world = _first(env, "WORLD_SIZE", "PET_NNODES")
+    world_size = _integer(*world, minimum=1) if world else 1
+    if world_size == 1:
+        return Topology(0, 1, 0, "127.0.0.1", 0)
+    rank = _rank(env)
+    if rank >= world_size:
+        raise JobEnvironmentError(
+            f"rank {rank} is not below WORLD_SIZE={world_size}: ranks run 0 to {world_size - 1};"
+            " check the replica count against WORLD_SIZE"
+        )
+    addr = _first(env, "MASTER_ADDR", "PET_MASTER_ADDR")
+    port = _first(env, "MASTER_PORT", "PET_MASTER_PORT")
+    missing = [name for name, found in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if not found]
+    if missing:
+        raise JobEnvironmentError(
+            f"{' and '.join(missing)} not set: with WORLD_SIZE={world_size} every rank needs rank 0's"
+            " address and port (MASTER_ADDR=<rank 0 host>, MASTER_PORT=29500)"
+        )
+    assert addr and port
+    local = _first(env, "LOCAL_RANK")
+    return Topology(
+        rank=rank,
+        world_size=world_size,
+        local_rank=_integer(*local, minimum=0) if local else 0,
+        master_addr=addr[1],
+        master_port=_integer(*port, minimum=1),
+    )
+
+
+def apply_socket_interfaces(env: MutableMapping[str, str]) -> str | None:
+    """Pick this node's NIC for NCCL and Gloo from LAB_SOCKET_IFNAMES="nodeA=eth0,nodeB=eno1"."""
+    spec = env.get("LAB_SOCKET_IFNAMES", "")
+    if not spec:
+        return None
+    pairs = [item.split("=", 1) for item in spec.split(",") if item.strip()]
+    if any(len(pair) != 2 or not pair[0] or not pair[1] for pair in pairs):
+        raise JobEnvironmentError(f"LAB_SOCKET_IFNAMES={spec!r} must read node=interface[,node=interface]")
+    node = env.get("NODE_NAME", "")
+    interface = dict(pairs).get(node)
+    if interface is None:
+        return None
+    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        env.setdefault(name, interface)
+    return interface
+
+
+def choose_backend(requested: str) -> str:
+    if requested == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if requested == "nccl" and not torch.cuda.is_available():
+        raise JobEnvironmentError("--backend nccl needs a CUDA GPU and none is visible; use gloo or auto")
+    return requested
+
+
+def device_for(place: Topology, backend: str) -> torch.device:
+    if torch.cuda.is_available():
+        torch.cuda.set_device(place.local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def timeout_seconds(flag: int | None, env: Mapping[str, str]) -> int:
+    if flag is not None:
+        return flag
+    value = env.get("LAB_COLLECTIVE_TIMEOUT")
+    return _integer("LAB_COLLECTIVE_TIMEOUT", value, minimum=1) if value else DEFAULT_TIMEOUT_SECONDS
+
+
+def join(place: Topology, backend: str, timeout: int) -> None:
+    """Join the process group through rank 0's store; a failure names the address and what to check."""
+    if place.world_size == 1:
+        return
+    where = f"{place.master_addr}:{place.master_port}"
+    _resolve(place.master_addr, where, timeout)
+    limit = datetime.timedelta(seconds=timeout)
+    # Under torchrun the agent serves the store at MASTER_ADDR:MASTER_PORT and keeps it across
+    # restarts: a prefix per attempt keeps a restarted rank from reading its peers' stale addresses.
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    try:
+        store = dist.TCPStore(
+            place.master_addr,
+            place.master_port,
+            place.world_size,
+            is_master=place.rank == 0 and not agent_store,
+            timeout=limit,
+        )
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore(f"k8scifar/attempt-{attempt}", store),
+            rank=place.rank,
+            world_size=place.world_size,
+            timeout=limit,
+        )
+    except (dist.DistError, RuntimeError, ValueError) as err:
+        cause = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise JobEnvironmentError(
+            f"rank {place.rank} could not rendezvous with rank 0 at {where} (timeout {timeout} s: {cause}):"
+            " check that rank 0 is running, that the port is open in the firewall between the nodes,"
+            " and that NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME (or LAB_SOCKET_IFNAMES) name an"
+            " interface that reaches it"
+        ) from None
+
+
+def _resolve(host: str, where: str, timeout: int) -> None:
+    # Rank 0's DNS name appears only once its pod exists: keep asking until the timeout.
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return
+        except socket.gaierror:
+            if time.monotonic() >= deadline:
+                raise JobEnvironmentError(
+                    f"MASTER_ADDR {host!r} ({where}) does not resolve after {timeout} s: check the"
+                    " headless Service name or the host name"
+                ) from None
+            time.sleep(1)
+
+
+def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.nn.Module:
+    """DDP around `net` with the chosen gradient compression; the net itself in a single process."""
+    if not dist.is_initialized():
+        return net
+    ids = [device.index] if device.type == "cuda" else None
+    model = DistributedDataParallel(net, device_ids=ids)
+    if compression == "fp16":
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif compression == "bf16":
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif compression == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=2, start_powerSGD_iter=10
+        )
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    return model
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank when `flag` is true on any: ranks agree on stopping at the same step."""
+    if not dist.is_initialized():
+        return flag
+    value = torch.tensor([int(flag)], device=_collective_device())
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+def sum_all(values: list[float]) -> list[float]:
+    """Element-wise sums over the ranks (float64 so the totals are exact for counts)."""
+    if not dist.is_initialized():
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=_collective_device())
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def broadcast_buffers(net: torch.nn.Module) -> None:
+    """Give every rank rank 0's BatchNorm statistics, which DDP syncs only at training forwards."""
+    if dist.is_initialized():
+        for buffer in net.buffers():
+            dist.broadcast(buffer, 0)
+
+
+def gather(value: object) -> list[object]:
+    if not dist.is_initialized():
+        return [value]
+    values: list[object] = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+def share(value: object) -> object:
+    """Rank 0's `value` on every rank."""
+    if not dist.is_initialized():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _collective_device() -> torch.device:
+    return (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
+
+
+def leave() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,109 @@
+"""The epoch on the device: images held as uint8 tensors, shuffled and augmented by (seed, epoch).
+
+Every random choice of an epoch (order, flips, translations, cutout) is drawn from a generator
+seeded by (seed, epoch) for the whole dataset at once, so a rank's batches depend only on the
+step, the rank and the world size: a run resumed mid-epoch sees exactly the batches it would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from trainer.config import ConfigurationError
+from trainer.data import Split
+
+# Per-channel statistics of the CIFAR-10 training set, on the 0-255 scale.
+MEAN = (125.31, 122.95, 113.87)
+STD = (62.99, 62.09, 66.70)
+PAD = 2  # translations of up to 2 pixels, as in the airbench and ResNet-9 recipes
+
+
+@dataclass(frozen=True)
+class Shard:
+    rank: int
+    world_size: int
+
+
+def to_device(split: Split, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(split.images).to(device), torch.from_numpy(split.labels).to(device)
+
+
+def normalise(images: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    mean = torch.tensor(MEAN, device=images.device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=images.device).view(1, 3, 1, 1)
+    return ((images.float() - mean) / std).to(dtype)
+
+
+class TrainLoader:
+    """Batches of one rank's share of a fixed global batch, augmented on the device."""
+
+    def __init__(
+        self, split: Split, device: torch.device, batch_size: int, shard: Shard, seed: int, cutout: int
+    ) -> None:
+        if batch_size % shard.world_size:
+            raise ConfigurationError(
+                f"the global batch size {batch_size} must divide evenly over {shard.world_size} ranks"
+            )
+        if batch_size > len(split.labels):
+            raise ConfigurationError(
+                f"the batch size {batch_size} exceeds the {len(split.labels)} training images"
+            )
+        self.images, self.labels = to_device(split, device)
+        self.batch_size = batch_size
+        self.local = batch_size // shard.world_size
+        self.shard = shard
+        self.seed = seed
+        self.cutout = cutout
+        # The last partial batch is dropped so every step has the same global batch.
+        self.steps_per_epoch = len(split.labels) // batch_size
+
+    def batches(self, epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout)
+        for step in range(start_step, self.steps_per_epoch):
+            first = step * self.batch_size + self.shard.rank * self.local
+            chosen = plan.order[first : first + self.local]
+            images = self.images[chosen.to(self.images.device)]
+            yield plan.augment(images, chosen), self.labels[chosen.to(self.labels.device)]
+
+
+class _EpochPlan:
+    """Every random choice of one epoch, indexed by image so it is the same on every rank."""
+
+    def __init__(self, count: int, seed: int, epoch: int, cutout: int) -> None:
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        self.order = torch.randperm(count, generator=generator)
+        self.flip = torch.randint(0, 2, (count,), generator=generator).bool()
+        self.shift = torch.randint(0, 2 * PAD + 1, (count, 2), generator=generator)
+        self.cutout = cutout
+        self.corner = torch.randint(0, 32 - cutout + 1, (count, 2), generator=generator) if cutout else None
+
+    def augment(self, images: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        device = images.device
+        flip = self.flip[chosen].to(device)
+        images = torch.where(flip.view(-1, 1, 1, 1), images.flip(3), images)
+        images = translate(images, self.shift[chosen].to(device))
+        if self.corner is not None:
+            images = _cut_out(images, self.corner[chosen].to(device), self.cutout)
+        return images
+
+
+def translate(images: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Each image moved by its own (dy, dx) in 0..2*PAD within a reflection-padded border."""
+    padded = torch.nn.functional.pad(images.float(), (PAD,) * 4, mode="reflect").to(images.dtype)
+    span = torch.arange(32, device=images.device)
+    rows = (shift[:, 0:1] + span).view(-1, 1, 32, 1)
+    cols = (shift[:, 1:2] + span).view(-1, 1, 1, 32)
+    batch = torch.arange(len(images), device=images.device).view(-1, 1, 1, 1)
+    channels = torch.arange(3, device=images.device).view(1, 3, 1, 1)
+    return padded[batch, channels, rows, cols]
+
+
+def _cut_out(images: torch.Tensor, corner: torch.Tensor, size: int) -> torch.Tensor:
+    span = torch.arange(32, device=images.device)
+    rows = (span >= corner[:, 0:1]) & (span < corner[:, 0:1] + size)
+    cols = (span >= corner[:, 1:2]) & (span < corner[:, 1:2] + size)
+    mask = rows.view(-1, 1, 32, 1) & cols.view(-1, 1, 1, 32)
+    return images.masked_fill(mask, 0)

@@ -1,0 +1,79 @@
+"""The run folder's record: a line per epoch, the live status, the final summary, the progress line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from trainer import atomic
+
+METRICS = "metrics.jsonl"
+STATUS = "status.json"
+SUMMARY = "summary.json"
+
+
+class RunFolder:
+    """What rank 0 writes under `<runs>/<run-name>[/<index>]/`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.checkpoints = path / "checkpoints"
+
+    def prepare(self) -> None:
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+
+    def rewrite_metrics(self, history: list[dict[str, Any]]) -> None:
+        """Make metrics.jsonl exactly the epochs a resumed state has seen (drops lines after it)."""
+        atomic.write_bytes(self.path / METRICS, "".join(json.dumps(line) + "\n" for line in history).encode())
+
+    def append_metrics(self, line: dict[str, Any]) -> None:
+        with open(self.path / METRICS, "a") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+    def write_status(self, state: str, **fields: Any) -> None:
+        atomic.write_json(self.path / STATUS, {"state": state, "updated": time.time(), **fields})
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic.write_json(self.path / SUMMARY, summary)
+
+    def status(self) -> dict[str, Any] | None:
+        return _read(self.path / STATUS)
+
+    def summary(self) -> dict[str, Any] | None:
+        return _read(self.path / SUMMARY)
+
+    def completed(self, config_hash: str) -> dict[str, Any] | None:
+        """The summary of a finished run with this config hash in this folder, if there is one."""
+        status, summary = self.status(), self.summary()
+        if (
+            status
+            and summary
+            and status.get("state") == "complete"
+            and summary.get("config_hash") == config_hash
+        ):
+            return summary
+        return None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return content if isinstance(content, dict) else None
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def progress_line(line: dict[str, Any], epochs: int, eta_seconds: float) -> str:
+    return (
+        f"epoch {line['epoch']:>3}/{epochs}  step {line['step']:>6}  loss {line['train_loss']:.4f}"
+        f"  train {100 * line['train_acc']:5.1f}%  test {100 * line['test_acc']:5.1f}%"
+        f"  {line['images_per_second']:8.0f} img/s  eta {duration(eta_seconds)}"
+    )

@@ -1,0 +1,456 @@
+"""One training run: data onto the device, the network, DDP, the step loop, evaluation, outputs.
+
+Rank 0 alone writes the run folder and prints progress. Every rank stops at the same step on
+SIGTERM (they agree each step), rank 0 writes an emergency checkpoint, and the process exits so
+whatever restarts it (torchrun, the StatefulSet) resumes from that checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainer import checkpoint, data, distributed, plots
+from trainer.config import ConfigurationError, TrainConfig, code_hash
+from trainer.loader import PAD, Shard, TrainLoader, normalise, to_device, translate
+from trainer.metrics import RunFolder, progress_line
+from trainer.model import RECIPES, build, param_groups
+
+SIGTERM_EXIT = 128 + signal.SIGTERM
+STATUS_EVERY_SECONDS = 15.0
+WHITENING_IMAGES = 5000
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run trains and what it does around the numbers (none of it changes the results)."""
+
+    data: Path
+    run_dir: Path
+    backend: str
+    timeout: int
+    checkpoint_keep: int
+    target_accuracy: float
+    on_complete: str
+
+
+class Stopped(Exception):
+    """SIGTERM arrived; the emergency checkpoint is written."""
+
+
+class StopSignal:
+    """Remembers a SIGTERM so the step loop can stop between steps, never inside one."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: self.event.set())
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    def wait(self) -> None:
+        while not self.event.wait(1.0):
+            pass
+
+
+class Lookahead:
+    """airbench's lookahead: every few steps the weights move to an average that trails them."""
+
+    every = 5
+
+    def __init__(self, net: nn.Module) -> None:
+        self.fast = [p for p in net.parameters() if p.requires_grad]
+        self.slow = [p.detach().clone() for p in self.fast]
+
+    @torch.no_grad()
+    def after_step(self, step: int, total: int) -> None:
+        if step == total:
+            decay = 1.0  # the last step hands the averaged weights to the net
+        elif step % self.every == 0:
+            decay = 0.95**self.every * (step / total) ** 3
+        else:
+            return
+        for slow, fast in zip(self.slow, self.fast, strict=True):
+            slow.lerp_(fast, 1 - decay)
+            fast.copy_(slow)
+
+
+@dataclass
+class Progress:
+    """Everything besides weights that a resumed run needs to continue exactly where it stopped."""
+
+    epoch: int = 0  # the epoch in progress (== epochs when training is done)
+    step_in_epoch: int = 0
+    step: int = 0
+    sums: list[float] = field(
+        default_factory=lambda: [0.0, 0.0, 0.0]
+    )  # loss, correct, seen: this rank's, or all ranks' in a checkpoint
+    history: list[dict[str, Any]] = field(default_factory=list)
+    restarts: int = 0
+    train_seconds: float = 0.0
+    seconds_to_target: float | None = None
+    epochs_to_target: int | None = None
+
+
+def schedule(progress: float, shape: tuple[float, float, float]) -> float:
+    """Piecewise-linear learning-rate multiplier: `start` -> 1 at `peak` -> `end` at progress 1."""
+    start, peak, end = shape
+    if progress < peak:
+        return start + (1 - start) * progress / peak
+    return 1 + (end - 1) * (progress - peak) / (1 - peak)
+
+
+class Run:
+    def __init__(
+        self,
+        config: TrainConfig,
+        where: Placement,
+        place: distributed.Topology,
+        splits: tuple[data.Split, data.Split],
+    ) -> None:
+        self.config = config
+        self.where = where
+        self.folder = RunFolder(where.run_dir)
+        self.place = place
+        self.devices: list[object] = []
+        self.device = distributed.device_for(self.place, where.backend)
+        self.recipe = RECIPES[config.model]
+        self.is_rank0 = self.place.rank == 0
+        train_split, test_split = splits
+        local = config.batch_size // self.place.world_size
+        if local % config.accumulate:
+            raise ConfigurationError(
+                f"each rank's batch of {local} must split into {config.accumulate} equal parts"
+            )
+        torch.manual_seed(config.seed)
+        self.loader = TrainLoader(
+            train_split,
+            self.device,
+            config.batch_size,
+            Shard(self.place.rank, self.place.world_size),
+            config.seed,
+            config.cutout,
+        )
+        test_images, test_labels = to_device(test_split, self.device)
+        self.test = (
+            test_images[self.place.rank :: self.place.world_size],
+            test_labels[self.place.rank :: self.place.world_size],
+        )
+        whitening = normalise(torch.from_numpy(train_split.images[:WHITENING_IMAGES]))
+        self.net = build(config.model, config.width, whitening).to(self.device)
+        self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        if self.device.type == "cuda":
+            self.net = self.net.to(memory_format=torch.channels_last)
+        self.optimizer = torch.optim.SGD(
+            param_groups(self.net, self.recipe, config.lr, config.weight_decay),
+            lr=config.lr,
+            momentum=config.momentum,
+            nesterov=True,
+        )
+        self.lookahead = Lookahead(self.net) if self.recipe.lookahead else None
+        self.progress = Progress()
+        self.total_steps = config.epochs * self.loader.steps_per_epoch
+        self.model = self.net  # replaced by the DDP wrapper once the state is final
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def state(self, emergency: bool) -> dict[str, Any]:
+        p = self.progress
+        return {
+            "config_hash": self.config.hash(),
+            "hyperparameters": self.config.hyperparameters(),
+            "model": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "lookahead": self.lookahead.slow if self.lookahead else None,
+            "progress": {**p.__dict__, "sums": list(p.sums), "history": list(p.history)},
+            "rng": torch.get_rng_state(),
+            "world_size": self.place.world_size,
+            "emergency": emergency,
+        }
+
+    def resume(self) -> None:
+        """Load the newest verified checkpoint (rank 0 chooses it), counting the restart."""
+        chosen = checkpoint.latest_verified(self.folder.checkpoints) if self.is_rank0 else None
+        chosen = distributed.share(chosen)
+        if chosen is None:
+            return
+        state = checkpoint.load(Path(chosen), self.config.hash(), self.device)
+        self.net.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.lookahead:
+            for slow, saved in zip(self.lookahead.slow, state["lookahead"], strict=True):
+                slow.copy_(saved)
+        torch.set_rng_state(state["rng"].cpu())
+        self.progress = Progress(**state["progress"])
+        self.progress.restarts += 1
+        if not self.is_rank0:
+            self.progress.sums = [0.0, 0.0, 0.0]
+        if self.is_rank0:
+            self.folder.rewrite_metrics(self.progress.history)
+            print(
+                f"resumed from {chosen} at epoch {self.progress.epoch + 1}, step {self.progress.step}"
+                f" (restart {self.progress.restarts})",
+                flush=True,
+            )
+
+    def save(self, emergency: bool = False) -> None:
+        if self.is_rank0:
+            checkpoint.save(
+                self.folder.checkpoints, self.progress.step, self.state(emergency), self.where.checkpoint_keep
+            )
+
+    # -- training ------------------------------------------------------------------------------
+
+    def fit(self, stop: StopSignal) -> dict[str, Any]:
+        if self.is_rank0:
+            self.folder.prepare()
+        self.resume()
+        self.model = distributed.wrap(self.net, self.device, self.config.compression)
+        self.devices = distributed.gather(_device_name(self.device))
+        self.report_status("running")
+        for epoch in range(self.progress.epoch, self.config.epochs):
+            self.train_epoch(epoch, stop)
+        began = time.monotonic()
+        final_loss, final_acc = self.evaluate(self.config.tta)
+        self.progress.train_seconds += time.monotonic() - began
+        return self.finish(final_loss, final_acc)
+
+    def train_epoch(self, epoch: int, stop: StopSignal) -> None:
+        p = self.progress
+        begun, begun_step, last_status = time.monotonic(), p.step_in_epoch, time.monotonic()
+        sums = torch.tensor(p.sums, dtype=torch.float64, device=self.device)
+        for images, labels in self.loader.batches(epoch, p.step_in_epoch):
+            if distributed.any_rank(stop.requested):
+                # The checkpoint holds the epoch's totals over all ranks; rank 0 resumes with them.
+                p.sums = distributed.sum_all(sums.tolist())
+                p.train_seconds += time.monotonic() - begun
+                self.save(emergency=True)
+                raise Stopped
+            self.set_learning_rates(epoch)
+            sums += self.train_step(images, labels)
+            p.step += 1
+            p.step_in_epoch += 1
+            if self.lookahead:
+                self.lookahead.after_step(p.step, self.total_steps)
+            if self.is_rank0 and time.monotonic() - last_status > STATUS_EVERY_SECONDS:
+                last_status = time.monotonic()
+                self.report_status("running", eta_seconds=self.eta(begun, begun_step))
+        loss_sum, correct, seen = distributed.sum_all(sums.tolist())
+        test_loss, test_acc = self.evaluate(tta=0)
+        seconds = time.monotonic() - begun
+        p.train_seconds += seconds
+        line = {
+            "epoch": epoch + 1,
+            "step": p.step,
+            "train_loss": loss_sum / seen,
+            "train_acc": correct / seen,
+            "test_loss": test_loss,
+            "test_acc": test_acc,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "epoch_seconds": seconds,
+            "images_per_second": (p.step_in_epoch - begun_step) * self.config.batch_size / seconds,
+            "restarts": p.restarts,
+        }
+        if p.seconds_to_target is None and test_acc >= self.where.target_accuracy:
+            p.seconds_to_target, p.epochs_to_target = p.train_seconds, epoch + 1
+        p.history.append(line)
+        p.epoch, p.step_in_epoch, p.sums = epoch + 1, 0, [0.0, 0.0, 0.0]
+        # Checkpoint before the metrics line: a line on disk always has its checkpoint.
+        self.save()
+        if self.is_rank0:
+            self.folder.append_metrics(line)
+            eta = (self.config.epochs - p.epoch) * seconds
+            self.report_status("running", eta_seconds=eta, **_latest(line))
+            print(progress_line(line, self.config.epochs, eta), flush=True)
+
+    def set_learning_rates(self, epoch: int) -> None:
+        multiplier = schedule(self.progress.step / self.total_steps, self.recipe.schedule)
+        for group in self.optimizer.param_groups:
+            frozen = group["name"] == "whiten_bias" and epoch >= self.recipe.whiten_bias_epochs
+            group["lr"] = 0.0 if frozen else group["base_lr"] * multiplier
+
+    def train_step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """One optimizer step over this rank's share of the global batch; returns loss, correct, seen."""
+        parts = self.config.accumulate
+        # The loss is the mean over the global batch: DDP averages gradients over ranks.
+        scale = self.place.world_size / self.config.batch_size
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        for index, (x, y) in enumerate(zip(images.chunk(parts), labels.chunk(parts), strict=True)):
+            syncing = index == parts - 1 or self.model is self.net
+            context = contextlib.nullcontext() if syncing else self.model.no_sync()
+            with context, self.autocast():
+                logits = self.model(self.prepare(x)).float()
+                losses = F.cross_entropy(
+                    logits, y, label_smoothing=self.config.label_smoothing, reduction="none"
+                )
+                (losses.sum() * scale).backward()
+            sums += torch.stack(
+                [
+                    losses.sum().double(),
+                    (logits.argmax(1) == y).sum().double(),
+                    torch.tensor(len(y), dtype=torch.float64, device=self.device),
+                ]
+            ).detach()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return sums
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        x = normalise(images, self.dtype)
+        return x.contiguous(memory_format=torch.channels_last) if self.device.type == "cuda" else x
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    @torch.no_grad()
+    def evaluate(self, tta: int) -> tuple[float, float]:
+        """Test loss and accuracy over every rank's shard of the test set, with `tta` augmentation."""
+        distributed.broadcast_buffers(self.net)
+        self.net.eval()
+        images, labels = self.test
+        loss, correct = 0.0, 0.0
+        for x, y in zip(images.split(1000), labels.split(1000), strict=True):
+            with self.autocast():
+                logits = self.tta_logits(self.prepare(x), tta).float()
+            loss += F.cross_entropy(logits, y, reduction="sum").item()
+            correct += (logits.argmax(1) == y).sum().item()
+        self.net.train()
+        loss, correct, seen = distributed.sum_all([loss, correct, float(len(labels))])
+        return loss / seen, correct / seen
+
+    def tta_logits(self, x: torch.Tensor, level: int) -> torch.Tensor:
+        """Level 0: the image; 1: averaged with its mirror; 2: also with one-pixel shifts of both."""
+
+        def mirrored(batch: torch.Tensor) -> torch.Tensor:
+            return self.net(batch) if level == 0 else 0.5 * (self.net(batch) + self.net(batch.flip(3)))
+
+        logits = mirrored(x)
+        if level < 2:
+            return logits
+        shifts = [torch.full((len(x), 2), PAD + d, device=x.device) for d in (-1, 1)]
+        return 0.5 * logits + 0.25 * sum(mirrored(translate(x, s)) for s in shifts)
+
+    def eta(self, begun: float, begun_step: int) -> float:
+        done = self.progress.step_in_epoch - begun_step
+        remaining = self.total_steps - self.progress.step
+        return remaining * (time.monotonic() - begun) / max(done, 1)
+
+    # -- outputs -------------------------------------------------------------------------------
+
+    def report_status(self, state: str, **fields: Any) -> None:
+        if not self.is_rank0:
+            return
+        p = self.progress
+        last = _latest(p.history[-1]) if p.history else {}
+        self.folder.write_status(
+            state,
+            **{
+                **last,
+                "epoch": p.epoch,
+                "epochs": self.config.epochs,
+                "step": p.step,
+                "world_size": self.place.world_size,
+                "rank_count": len(self.devices),
+                "restarts": p.restarts,
+                "config_hash": self.config.hash(),
+                **fields,
+            },
+        )
+
+    def finish(self, final_loss: float, final_acc: float) -> dict[str, Any]:
+        p = self.progress
+        accuracies = [line["test_acc"] for line in p.history] + [final_acc]
+        if p.seconds_to_target is None and final_acc >= self.where.target_accuracy:
+            p.seconds_to_target, p.epochs_to_target = p.train_seconds, self.config.epochs
+        summary = {
+            "final_test_acc": final_acc,
+            "final_test_loss": final_loss,
+            "best_test_acc": max(accuracies),
+            "epochs": self.config.epochs,
+            "steps": p.step,
+            "world_size": self.place.world_size,
+            "backend": self.where.backend,
+            "devices": self.devices,
+            "wall_seconds": p.train_seconds,
+            "target_accuracy": self.where.target_accuracy,
+            "seconds_to_target": p.seconds_to_target,
+            "epochs_to_target": p.epochs_to_target,
+            "hyperparameters": self.config.hyperparameters(),
+            "config_hash": self.config.hash(),
+            "code_hash": code_hash(),
+            "torch_version": torch.__version__,
+            "restarts": p.restarts,
+        }
+        if self.is_rank0:
+            self.folder.write_summary(summary)
+            plots.curves(p.history, self.folder.path / "curves.png")
+            self.report_status("complete", best_test_acc=summary["best_test_acc"], final_test_acc=final_acc)
+            print(
+                f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%),"
+                f" loss {final_loss:.4f}, {p.train_seconds:.1f} s on {self.place.world_size} rank(s)",
+                flush=True,
+            )
+        return summary
+
+
+def _latest(line: dict[str, Any]) -> dict[str, Any]:
+    return {k: line[k] for k in ("test_acc", "train_loss", "images_per_second")}
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSignal) -> int:
+    """Say the run is complete and sleep until SIGTERM, so a pod neither exits nor crash-loops."""
+    print(
+        f"run {folder.path} is complete (best test accuracy {100 * summary['best_test_acc']:.2f}%);"
+        " waiting for SIGTERM",
+        flush=True,
+    )
+    stop.wait()
+    return 0
+
+
+def main(
+    config: TrainConfig,
+    where: Placement,
+    place: distributed.Topology,
+    splits: tuple[data.Split, data.Split],
+    stop: StopSignal,
+) -> int:
+    """Train (or find the run already complete), then exit or wait as `where.on_complete` says."""
+    folder = RunFolder(where.run_dir)
+    # Checked before joining: the other ranks of a finished job are asleep, not at the rendezvous.
+    done = folder.completed(config.hash()) if where.on_complete == "wait" else None
+    if done is None:
+        distributed.join(place, where.backend, where.timeout)
+        run = Run(config, where, place, splits)
+        try:
+            done = run.fit(stop)
+        except Stopped:
+            print(f"SIGTERM: emergency checkpoint written at step {run.progress.step}; exiting", flush=True)
+            return SIGTERM_EXIT
+        except BaseException as err:
+            run.report_status("failed", error=f"{type(err).__name__}: {err}")
+            raise
+        finally:
+            distributed.leave()
+    if where.on_complete == "wait":
+        return complete_and_wait(folder, done, stop)
+    return 0
