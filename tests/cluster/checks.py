@@ -86,6 +86,17 @@ def containerd_hosts_problems(hosts_toml: str, endpoint: str) -> list[str]:
     return []
 
 
+def sysctl_config(text: str) -> dict[str, str]:
+    """Settings from sysctl.conf(5) text in the order `sysctl --system` reads them (last wins)."""
+    values = {}
+    for line in text.splitlines():
+        line = line.strip().lstrip("-")
+        if line and not line.startswith(("#", ";")) and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip().replace("/", ".")] = value.strip()
+    return values
+
+
 def sysctl_problems(values: Mapping[str, str | None], expected: Mapping[str, str]) -> list[str]:
     """Settings whose value differs from `expected` (None: the kernel does not have the setting)."""
     problems = []

@@ -13,6 +13,7 @@ from tests.cluster.conftest import skip_if_step_skipped
 SUPPORTED_DISTRIBUTIONS = {"debian", "ubuntu"}
 MIN_KERNEL = (5, 4)
 EXPORTS_FILES = "/etc/exports /etc/exports.d/*.exports"
+SYSCTL_FILES = "/etc/sysctl.d/*.conf /run/sysctl.d/*.conf /etc/sysctl.conf"
 K3S_REGISTRIES = "/etc/rancher/k3s/registries.yaml"
 K3S_CONTAINERD_CONFIG = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
 
@@ -54,15 +55,27 @@ def _sysctls(host: Any, names: list[str]) -> dict[str, str | None]:
     return values
 
 
-def test_forwarding_sysctls(host: Any) -> None:
-    checks.require(checks.sysctl_problems(_sysctls(host, list(checks.SYSCTLS)), checks.SYSCTLS))
+def _wanted_sysctls(host: Any) -> dict[str, str]:
+    """Forwarding always; the bridge settings where the kernel has br_netfilter."""
+    wanted = dict(checks.SYSCTLS)
+    if host.file("/proc/sys/net/bridge").exists:
+        wanted.update(checks.BRIDGE_SYSCTLS)
+    return wanted
 
 
-def test_bridge_sysctls(host: Any, node: Node) -> None:
-    if not host.file("/proc/sys/net/bridge").exists:
-        pytest.skip(f"{node.name}'s kernel has no br_netfilter, built in or loadable; nothing to set")
-    values = _sysctls(host, list(checks.BRIDGE_SYSCTLS))
-    checks.require(checks.sysctl_problems(values, checks.BRIDGE_SYSCTLS))
+def test_kernel_settings_are_configured(host: Any) -> None:
+    """What the node applies at every boot (`sysctl --system` reads these files in this order)."""
+    text = host.run(f"cat {SYSCTL_FILES} 2>/dev/null").stdout
+    checks.require(checks.sysctl_problems(checks.sysctl_config(text), _wanted_sysctls(host)))
+
+
+def test_kernel_settings_are_in_effect(host: Any, node: Node) -> None:
+    if _is_container(host) and host.run("test -w /proc/sys/net/ipv4/ip_forward").rc != 0:
+        pytest.skip(
+            f"{node.name} is a container with a read-only /proc/sys: its host decides kernel settings"
+        )
+    wanted = _wanted_sysctls(host)
+    checks.require(checks.sysctl_problems(_sysctls(host, list(wanted)), wanted))
 
 
 def _kubernetes_services(lab: LabConfig, node: Node) -> list[str]:
@@ -108,11 +121,20 @@ def _nfs_server(host: Any, node: Node, lab: LabConfig) -> None:
         pytest.skip(f"{node.name} is not the NFS server ({lab.nfs_server.name} exports the share)")
 
 
+def test_nfs_export_directory_belongs_to_the_trainer(host: Any, node: Node, lab: LabConfig) -> None:
+    _nfs_server(host, node, lab)
+    export = host.file(lab.nfs.export_path)
+    assert export.is_directory, f"{lab.nfs.export_path} is missing on {node.name}"
+    assert export.uid == lab.trainer.uid, (
+        f"{lab.nfs.export_path} is owned by uid {export.uid}, not {lab.trainer.uid}"
+    )
+
+
 def test_nfs_export_is_limited_to_the_lab(host: Any, node: Node, lab: LabConfig) -> None:
     _nfs_server(host, node, lab)
+    skip_if_step_skipped(lab, SkipStep.NFS_SERVER_START)  # the bootstrap exports only when it serves
     exports = host.run(f"cat {EXPORTS_FILES} 2>/dev/null").stdout
     checks.require(checks.export_problems(exports, lab.nfs.export_path, lab.nfs_allowed_networks))
-    assert host.file(lab.nfs.export_path).is_directory
 
 
 def test_nfs_export_is_served(host: Any, node: Node, lab: LabConfig) -> None:

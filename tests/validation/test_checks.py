@@ -49,6 +49,12 @@ def test_containerd_hosts_check() -> None:
     assert checks.containerd_hosts_problems('server = "https://docker.io"\n', ENDPOINT)
 
 
+def test_sysctl_config_reads_files_in_order_and_the_last_value_wins() -> None:
+    text = "# lab\nnet.ipv4.ip_forward = 0\n; old\n-net/ipv4/ip_forward=1\nkernel.x\n"
+    assert checks.sysctl_config(text) == {"net.ipv4.ip_forward": "1"}
+    assert checks.sysctl_problems(checks.sysctl_config("net.ipv4.ip_forward = 0\n"), checks.SYSCTLS)
+
+
 def test_sysctl_check_names_wrong_and_absent_settings() -> None:
     assert checks.sysctl_problems({"net.ipv4.ip_forward": "1"}, checks.SYSCTLS) == []
     assert checks.sysctl_problems({"net.ipv4.ip_forward": "0"}, checks.SYSCTLS) == [
