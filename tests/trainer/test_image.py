@@ -1,0 +1,61 @@
+"""The trainer image's Dockerfile: pinned base and packages (the tests' own), non-root, entrypoint."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+
+from tests.trainer.conftest import ROOT
+
+IMAGE = ROOT / "images" / "trainer"
+
+
+def _pins(text: str) -> dict[str, str]:
+    found = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[-_.]+", "-", name).lower(): pin for name, pin in found}
+
+
+def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
+    problems = []
+    base = re.search(r"^FROM (\S+)", dockerfile, flags=re.MULTILINE)
+    if not base or not re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base.group(1)):
+        problems.append("the base image must be pinned to an exact version tag")
+    if not re.search(r"^USER 1000(:1000)?$", dockerfile, flags=re.MULTILINE):
+        problems.append("the image must run as uid 1000")
+    if 'ENTRYPOINT ["python", "-m", "trainer"]' not in dockerfile:
+        problems.append("the entrypoint must be python -m trainer")
+    if not re.search(r"^COPY trainer/ ", dockerfile, flags=re.MULTILINE):
+        problems.append("the trainer package must be copied from the context's trainer/")
+    image, locked = _pins(requirements), _pins(lock)
+    unpinned = [
+        line for line in requirements.splitlines() if line and not line.startswith("#") and "==" not in line
+    ]
+    problems += [f"{line!r} is not pinned with ==" for line in unpinned]
+    problems += [
+        f"{n}=={v} differs from requirements.lock" for n, v in image.items() if n in locked and locked[n] != v
+    ]
+    for package in ("torch", "torchvision"):
+        if image.get(package) != version(package).split("+")[0]:
+            problems.append(f"{package} in the image is not the version the tests run")
+    return problems
+
+
+def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
+    problems = image_problems(
+        (IMAGE / "Dockerfile").read_text(),
+        (IMAGE / "requirements.txt").read_text(),
+        (ROOT / "requirements.lock").read_text(),
+    )
+    assert problems == []
+
+
+def test_the_image_check_catches_a_broken_dockerfile() -> None:
+    broken = "FROM python:latest\nCOPY . /app\nENTRYPOINT python train.py\n"
+    problems = image_problems(broken, "torch==2.0.0\nnumpy\n", "torch==2.14.1\n")
+    # base, user, entrypoint, copy, numpy unpinned, torch differs, torch and torchvision not the tested ones
+    assert len(problems) == 8, problems
+
+
+def test_the_ignore_file_keeps_only_what_the_dockerfile_copies() -> None:
+    rules = (IMAGE / "Dockerfile.dockerignore").read_text().split()
+    assert rules[rules.index("*") :][:3] == ["*", "!trainer/", "!images/trainer/requirements.txt"]
