@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.cluster.storage import DATASETS, RUNS, Storage
 from lab.config import LabConfig
 
 DATA_DIR = "/data"
@@ -53,11 +54,11 @@ def mount(name: str, path: str, read_only: bool = False) -> dict[str, Any]:
     return {"name": name, "mountPath": path, **({"readOnly": True} if read_only else {})}
 
 
-def training_volumes(data_claim: Any, runs_claim: Any) -> list[dict[str, Any]]:
+def training_volumes(storage: Storage) -> list[dict[str, Any]]:
     """The dataset (read-only), the runs volume and a memory-backed /dev/shm."""
     return [
-        claim_volume("data", data_claim, read_only=True),
-        claim_volume("runs", runs_claim),
+        claim_volume("data", storage.claim_name(DATASETS), read_only=True),
+        claim_volume("runs", storage.claim_name(RUNS)),
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
     ]
 

@@ -26,7 +26,7 @@ from lab.cluster.pods import (
     training_volumes,
 )
 from lab.cluster.scope import Scope
-from lab.cluster.storage import DATASETS, RUNS, Storage
+from lab.cluster.storage import Storage
 from lab.config import LabConfig
 from trainer.sweep import sweep_file
 
@@ -85,7 +85,7 @@ def declare_sweep(
         opts=scope.opts(),
     )
     volumes = [
-        *training_volumes(storage.claim_name(DATASETS), storage.claim_name(RUNS)),
+        *training_volumes(storage),
         {"name": "sweep", "configMap": {"name": sweep_map.metadata.name}},
     ]
     job = k8s.batch.v1.Job(

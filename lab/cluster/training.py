@@ -26,7 +26,7 @@ from lab.cluster.pods import (
     training_volumes,
 )
 from lab.cluster.scope import Scope, kubernetes_minor
-from lab.cluster.storage import DATASETS, RUNS, Storage
+from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
 
 APP = "trainer"
@@ -130,7 +130,7 @@ def _pod_spec(scope: Scope, storage: Storage, image: TrainerImage, name: str) ->
             "timeoutSeconds": 20,
         },
     )
-    volumes = training_volumes(storage.claim_name(DATASETS), storage.claim_name(RUNS))
+    volumes = training_volumes(storage)
     return training_pod(
         lab, container, volumes, affinity=_placement(lab, scope.selector(APP, COMPONENT)), **network_fields
     )
