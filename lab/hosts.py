@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import string
 from pathlib import Path
@@ -29,6 +30,9 @@ from lab.inventory import STATE_DIR, build_inventory, known_hosts_file, stack_st
 from lab.playbook import ANSIBLE_DIR, run_playbook
 
 SECRET_OUTPUTS = ["token", "kubeconfig"]
+# Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
+# although nothing changed; leaving it out later changes nothing.
+RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
 _TOKEN_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -76,6 +80,7 @@ def bootstrap_inputs(
         "inventory": inventory,
         "extravars": extravars,
         "content_hash": content_hash(ansible_dir, inventory, extravars),
+        "rerun": os.environ.get(RERUN_VARIABLE, ""),
     }
 
 
@@ -100,13 +105,14 @@ def _site(props: dict[str, Any], token: str) -> dict[str, Any]:
 
 
 class HostBootstrapProvider(ResourceProvider):
-    """create/update: site.yml; delete: reset.yml; diff: content hash only."""
+    """create/update: site.yml; delete: reset.yml; diff: content hash (or an explicit re-run)."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(f"hosts-{props['stack']}", _site(props, new_join_token()))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return DiffResult(changes=olds.get("content_hash") != news.get("content_hash"))
+        asked = bool(news.get("rerun")) and news.get("rerun") != olds.get("rerun")
+        return DiffResult(changes=asked or olds.get("content_hash") != news.get("content_hash"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(_site(news, olds["token"]))

@@ -62,6 +62,11 @@ def test_create_diff_update_delete(ansible_dir: Path, target: Path, tmp_path: Pa
     assert provider.diff(created.id, outs, _inputs(ansible_dir, target, tmp_path)).changes is False
     assert _runs(tmp_path) == 1
 
+    # A re-run asked for by the operator is a difference; the same request again is not.
+    asked = {**_inputs(ansible_dir, target, tmp_path), "rerun": "1700000000"}
+    assert provider.diff(created.id, outs, asked).changes is True
+    assert provider.diff(created.id, {**outs, "rerun": "1700000000"}, asked).changes is False
+
     # A changed variable, or a changed playbook, is a difference.
     assert provider.diff(created.id, outs, _inputs(ansible_dir, target, tmp_path, extra="1")).changes
     site = ansible_dir / "playbooks" / "site.yml"
