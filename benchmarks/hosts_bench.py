@@ -1,11 +1,11 @@
-"""Benchmark: how long the host bootstrap takes on the local test machines.
+"""Host bootstrap benchmark: how long the playbooks take on the local test machines.
 
 Times reset.yml (to start clean), site.yml on clean machines, site.yml on a converged lab and
-reset.yml again, and writes the figures with the machine they ran on to docs/hosts-benchmark.md.
-Runs the lab's real playbooks through lab.playbook, with the testbed stack's skips.
+reset.yml again, and writes the figures with the machine they ran on to docs/benchmarks/hosts.md.
+Runs the lab's real playbooks through lab.playbook, with the testbed stack's skips. As root:
 
-    python -m lab.testbed up --name hb --subnet 10.78.0.0/24      # as root
-    python -m tests.hosts.bench_bootstrap --testbed hb --subnet 10.78.0.0/24
+    .venv/bin/python -m lab.testbed up --name hb --subnet 10.78.0.0/24
+    .venv/bin/python benchmarks/hosts_bench.py --testbed hb --subnet 10.78.0.0/24
 """
 
 from __future__ import annotations
@@ -14,17 +14,21 @@ import argparse
 import datetime
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from lab.config import LabConfig, parse_config, read_stack_values, stack_file
-from lab.hosts import new_join_token
-from lab.inventory import ROOT, build_inventory, known_hosts_file
-from lab.playbook import run_playbook
-from lab.testbed.layout import Layout
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-OUTPUT = ROOT / "docs" / "hosts-benchmark.md"
+from lab.config import LabConfig, parse_config, read_stack_values, stack_file  # noqa: E402
+from lab.hosts import new_join_token  # noqa: E402
+from lab.inventory import build_inventory, known_hosts_file  # noqa: E402
+from lab.playbook import run_playbook  # noqa: E402
+from lab.testbed.layout import Layout  # noqa: E402
+
+OUTPUT = ROOT / "docs" / "benchmarks" / "hosts.md"
 STEPS = [
     ("reset.yml", "start clean"),
     ("site.yml", "clean machines"),
@@ -95,7 +99,7 @@ def main() -> None:
             print(rows[-1], flush=True)
     OUTPUT.write_text(
         "# Host bootstrap timings\n\n"
-        "Written by `python -m tests.hosts.bench_bootstrap`; wall-clock seconds of each playbook run\n"
+        "Written by `benchmarks/hosts_bench.py`; wall-clock seconds of each playbook run\n"
         f"against {len(layout.machines)} local test machines (Debian 12, systemd-nspawn, apt through the\n"
         "testbed's caching proxy), with the testbed stack's skips (no Kubernetes install, no NFS\n"
         "server start). Package downloads come from the proxy's cache after the first run.\n\n"
