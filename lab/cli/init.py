@@ -103,10 +103,22 @@ def run(args: argparse.Namespace) -> int:
         with console.status(f"checking {machine.user}@{machine.address}"):
             peer = next((m.address for m in machines if m is not machine), None)
             nodes.append(detect(machine, Remote.of(args.stack, cfg.ssh, node), peer))
+    _distinct_names(nodes)
     write_checked(path, render_stack(_values(args, nodes, ssh)))
     console.print(_nodes_table(load_stack(args.stack, args.stacks_dir).nodes))
     console.print(f"wrote {path}; next: labctl doctor --stack {args.stack}")
     return 0
+
+
+def _distinct_names(nodes: list[dict[str, object]]) -> None:
+    """Machines cloned from one image often share a hostname: ask for names instead of guessing."""
+    names = [n["name"] for n in nodes]
+    for name in dict.fromkeys(n for n in names if names.count(n) > 1):
+        addresses = ", ".join(str(n["address"]) for n in nodes if n["name"] == name)
+        raise CliError(
+            f"the machines at {addresses} are all called {name!r}; name each one on the command line,"
+            " e.g. --server gpu-a=USER@ADDRESS --agent gpu-b=USER@ADDRESS"
+        )
 
 
 def _node(machine: Machine, name: str, **detected: object) -> dict[str, object]:
