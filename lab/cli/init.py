@@ -76,12 +76,23 @@ def ask_machines() -> list[Machine]:
     """The machines, asked for one by one on the terminal."""
     try:
         user = Prompt.ask("SSH user on the machines", default=os.environ.get("USER") or "ubuntu")
-        machines = [Machine(None, user, Prompt.ask("Server address (control plane)"), Role.SERVER)]
-        while address := Prompt.ask("Agent address (empty to finish)", default="", show_default=False):
-            machines.append(Machine(None, user, address, Role.AGENT))
+        server = Prompt.ask("Server [NAME=]ADDRESS (control plane)")
+        machines = [parse_machine(f"{_named(server)}{user}@{_address(server)}", Role.SERVER)]
+        while agent := Prompt.ask("Agent [NAME=]ADDRESS (empty to finish)", default="", show_default=False):
+            machines.append(parse_machine(f"{_named(agent)}{user}@{_address(agent)}", Role.AGENT))
     except EOFError:
         raise CliError("no answer on standard input; give the machines with --server and --agent") from None
     return machines
+
+
+def _named(answer: str) -> str:
+    """The `NAME=` part of an answer, kept as typed, or nothing."""
+    name, sep, _ = answer.strip().rpartition("=")
+    return f"{name}=" if sep else ""
+
+
+def _address(answer: str) -> str:
+    return answer.strip().rpartition("=")[2]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,8 +127,8 @@ def _distinct_names(nodes: list[dict[str, object]]) -> None:
     for name in dict.fromkeys(n for n in names if names.count(n) > 1):
         addresses = ", ".join(str(n["address"]) for n in nodes if n["name"] == name)
         raise CliError(
-            f"the machines at {addresses} are all called {name!r}; name each one on the command line,"
-            " e.g. --server gpu-a=USER@ADDRESS --agent gpu-b=USER@ADDRESS"
+            f"the machines at {addresses} are all called {name!r}; name each one, e.g."
+            " --server gpu-a=USER@ADDRESS --agent gpu-b=USER@ADDRESS (or answer gpu-a=ADDRESS when asked)"
         )
 
 

@@ -48,11 +48,14 @@ def test_init_asks_when_no_machines_are_given(sshd: Sshd, tmp_path: Path) -> Non
     # Both loopback "machines" share this host's name, as machines cloned from one image do.
     assert_one_line_error(result, f"the machines at {SERVER}, {AGENT} are all called", "--server gpu-a=")
     assert not (tmp_path / "Pulumi.asked.yaml").exists()
-    result = labctl(
-        "init", "--stack", "asked", "--stacks-dir", tmp_path, *_ssh_flags(sshd), stdin=f"root\n{SERVER}\n\n"
-    )
+    named = f"root\nleft={SERVER}\nright={AGENT}\n\n"
+    result = labctl("init", "--stack", "asked", "--stacks-dir", tmp_path, *_ssh_flags(sshd), stdin=named)
     assert result.code == 0, result.err
-    assert load_stack("asked", tmp_path).server.address == SERVER
+    nodes = load_stack("asked", tmp_path).nodes
+    assert [(n.name, n.address, n.role.value) for n in nodes] == [
+        ("left", SERVER, "server"),
+        ("right", AGENT, "agent"),
+    ]
 
 
 def test_init_without_answers_says_how_to_give_them(tmp_path: Path) -> None:
