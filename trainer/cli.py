@@ -98,9 +98,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from trainer import data, distributed, train
-    from trainer.config import resolve
-
     options = vars(args).copy()
     run_dir = args.runs / args.run_name
     if args.sweep is not None:
@@ -111,6 +108,10 @@ def _train(args: argparse.Namespace) -> int:
         raise sweep.SweepError(
             f"sweep set chooses model {options['model']!r}; use one of {', '.join(MODELS)}"
         )
+    # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
+    from trainer import data, distributed, train
+    from trainer.config import resolve
+
     place = distributed.topology(os.environ)
     distributed.apply_socket_interfaces(os.environ)
     if args.threads:

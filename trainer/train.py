@@ -196,7 +196,7 @@ class Run:
         self.progress.restarts += 1
         if not self.is_rank0:
             self.progress.sums = [0.0, 0.0, 0.0]
-        if self.is_rank0:
+        else:
             self.folder.rewrite_metrics(self.progress.history)
             print(
                 f"resumed from {chosen} at epoch {self.progress.epoch + 1}, step {self.progress.step}"

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 # Small and fast: 1536 images in 12 steps of 128 per epoch, an 8-channel net, no test-time augmentation.
-SMALL = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "4"]
+SMALL = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "3"]
 
 
 def free_port() -> int:

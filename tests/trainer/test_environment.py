@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -79,26 +80,22 @@ def test_the_collective_timeout_comes_from_the_flag_then_the_environment() -> No
     assert timeout_seconds(3, {"LAB_COLLECTIVE_TIMEOUT": "7"}) == 3
 
 
+def _train_as(dataset: Path, runs: Path, **variables: str) -> subprocess.CompletedProcess[str]:
+    """A small training run as one rank of a job the environment describes."""
+    return run(trainer("train", "--data", dataset, "--runs", runs, "--run-name", "rank", *SMALL), **variables)
+
+
 def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp_path: Path) -> None:
     port = free_port()  # nobody listens here: rank 0 never started
     began = time.monotonic()
-    result = run(
-        trainer(
-            "train",
-            "--data",
-            dataset,
-            "--runs",
-            tmp_path,
-            "--run-name",
-            "lost",
-            *SMALL,
-            "--timeout-seconds",
-            "3",
-        ),
+    result = _train_as(
+        dataset,
+        tmp_path,
         WORLD_SIZE="2",
         RANK="1",
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        LAB_COLLECTIVE_TIMEOUT="3",
     )
     assert result.returncode == 2, result.stderr
     assert f"could not rendezvous with rank 0 at 127.0.0.1:{port}" in result.stderr
@@ -107,8 +104,9 @@ def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp
 
 
 def test_an_unresolvable_master_address_is_named(dataset: Path, tmp_path: Path) -> None:
-    result = run(
-        trainer("train", "--data", dataset, "--runs", tmp_path, "--run-name", "lost", *SMALL),
+    result = _train_as(
+        dataset,
+        tmp_path,
         WORLD_SIZE="2",
         RANK="1",
         MASTER_ADDR="no-such-host.invalid",
@@ -120,16 +118,12 @@ def test_an_unresolvable_master_address_is_named(dataset: Path, tmp_path: Path) 
 
 
 def test_rank_at_or_above_world_size_fails_before_any_output(dataset: Path, tmp_path: Path) -> None:
-    result = run(
-        trainer("train", "--data", dataset, "--runs", tmp_path, "--run-name", "bad", *SMALL),
-        WORLD_SIZE="2",
-        RANK="2",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT="29500",
+    result = _train_as(
+        dataset, tmp_path, WORLD_SIZE="2", RANK="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500"
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "error: rank 2 is not below WORLD_SIZE=2: ranks run 0 to 1;"
         " check the replica count against WORLD_SIZE"
     )
-    assert not (tmp_path / "bad").exists()
+    assert not (tmp_path / "rank").exists()
