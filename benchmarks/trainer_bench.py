@@ -128,6 +128,18 @@ def gpu_runs(data: Path, work: Path) -> list[dict]:
     ]
 
 
+def _contention_note(load: tuple[str, str], scaling: float) -> list[str]:
+    """Whether the scaling figure can be judged: the target assumes a free core for every rank."""
+    busiest = max(float(value) for reading in load for value in reading.split())
+    if scaling >= 1.8 or busiest <= (os.cpu_count() or 1):
+        return []
+    return [
+        f"The target assumes a free core per rank; here the load average reached {busiest:.1f} on",
+        f"{os.cpu_count()} cores, so the ranks shared their cores with other work and this run cannot",
+        "judge the target. Run the script again on an idle machine.",
+    ]
+
+
 def _gpu_row(seed: int, run: dict) -> str:
     return (
         f"| {seed} | {100 * run['final_test_acc']:.2f}% | {run['epochs_to_target']} |"
@@ -158,6 +170,7 @@ def report(
         f"| 2 | {throughput[2]:.0f} | {scaling:.2f}x |",
         "",
         f"Target: 2 ranks at least 1.8x one rank. {'Met' if scaling >= 1.8 else 'Not met'} here.",
+        *_contention_note(load, scaling),
         "Each figure is the median over epochs 2-3 of `images_per_second` in metrics.jsonl (an epoch's",
         "images over its wall time, evaluation of the 64-image test set included).",
         "",

@@ -37,6 +37,13 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _accuracy(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer", description="CIFAR-10 training with PyTorch DDP."
@@ -61,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--accumulate", type=_positive(int), default=1, help="micro-batches per rank and step")
     train.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     train.add_argument("--compression", choices=("none", "fp16", "bf16", "powersgd"), default="none")
-    train.add_argument("--target-accuracy", type=_fraction, default=0.94)
+    train.add_argument("--target-accuracy", type=_accuracy, default=0.94)
     train.add_argument("--checkpoint-keep", type=_positive(int), default=3)
     train.add_argument(
         "--timeout-seconds", type=_positive(int), help="collective timeout (env LAB_COLLECTIVE_TIMEOUT)"

@@ -86,10 +86,17 @@ def read_json(path: Path) -> Any:
 
 
 def children(pid: int) -> list[int]:
-    found = subprocess.run(
-        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False
-    )
-    return [int(line) for line in found.stdout.split()]
+    """Process ids whose parent is `pid`, from /proc (no procps needed)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name in parentheses may hold spaces: the fields after its ')' are fixed.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return sorted(found)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -91,3 +91,18 @@ def test_report_orders_best_first_and_shows_what_varied(tmp_path: Path) -> None:
     assert report.varied(rows) == ["lr"]
     lines = report.table(rows, ["lr"]).splitlines()
     assert lines[1].split() == ["1", "1", "94.00%", "94.00%", "1.0", "0.2"]
+
+
+def test_bad_flags_are_named_before_anything_loads(tmp_path: Path) -> None:
+    base = ["train", "--data", tmp_path, "--runs", tmp_path, "--run-name", "x"]
+    for flag, value, message in [
+        ("--target-accuracy", "1.5", "must be in (0, 1]"),
+        ("--batch-size", "0", "must be above 0"),
+        ("--momentum", "1", "must be in [0, 1)"),
+    ]:
+        result = run(trainer(*base, flag, value))
+        assert result.returncode == 2
+        assert f"argument {flag}: {message}, got {value}" in result.stderr
+    # A target of 1.0 is valid: the only complaint is about the epochs.
+    complaint = run(trainer(*base, "--target-accuracy", "1.0", "--epochs", "0")).stderr.splitlines()[-1]
+    assert complaint.endswith("error: argument --epochs: must be above 0, got 0")

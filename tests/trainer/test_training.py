@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,17 @@ from tests.trainer.conftest import (
 from trainer import checkpoint
 
 
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
 def _final(run_dir: Path) -> tuple[float, float]:
     summary = read_json(run_dir / "summary.json")
     return summary["final_test_acc"], summary["final_test_loss"]
 
 
 def test_two_ranks_write_every_output_with_sane_contents(reference: Path) -> None:
-    lines = [read_json_line(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
+    lines = _metrics(reference)
     assert [line["epoch"] for line in lines] == [1, 2, 3]
     assert [line["step"] for line in lines] == [12, 24, 36]
     for line in lines:
@@ -58,12 +63,6 @@ def test_two_ranks_write_every_output_with_sane_contents(reference: Path) -> Non
     pointed = read_json(reference / "checkpoints" / "latest")["file"]
     assert pointed == "ckpt-000000036.pt"
     assert len(list((reference / "checkpoints").glob("ckpt-*.pt"))) == 3, "--checkpoint-keep defaults to 3"
-
-
-def read_json_line(text: str) -> dict:
-    import json
-
-    return json.loads(text)
 
 
 def _parameters(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -122,11 +121,11 @@ def test_kill_9_of_one_rank_restarts_and_ends_with_the_undisturbed_figures(
     wait_for(lambda: epochs_logged(run_dir) >= 1, "the first epoch")
     workers = children(process.pid)
     assert len(workers) == 2
-    subprocess.run(["kill", "-9", str(workers[-1])], check=True)
+    os.kill(workers[-1], signal.SIGKILL)
     assert process.wait(timeout=240) == 0, (tmp_path / "log").read_text()[-3000:]
     log = (tmp_path / "log").read_text()
     assert "resumed from" in log and "(restart 1)" in log
-    lines = [read_json_line(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = _metrics(run_dir)
     assert [line["epoch"] for line in lines] == [1, 2, 3], "each epoch once, in order"
     assert lines[0]["restarts"] == 0 and lines[-1]["restarts"] == 1, "the metrics show the resume"
     assert read_json(run_dir / "summary.json")["restarts"] == 1
@@ -157,7 +156,7 @@ def test_sigterm_writes_a_loadable_emergency_checkpoint_and_the_resumed_run_matc
     assert read_json(run_dir / "summary.json")["restarts"] == 1
     assert _final(run_dir) == pytest.approx(_final(reference), rel=1e-6)
     # The interrupted epoch's totals combine both sessions: they equal the undisturbed epoch's.
-    lines = [read_json_line(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    expected = [read_json_line(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
+    lines = _metrics(run_dir)
+    expected = _metrics(reference)
     for got, want in zip(lines, expected, strict=True):
         assert math.isclose(got["train_loss"], want["train_loss"], rel_tol=1e-6), got["epoch"]
