@@ -160,3 +160,18 @@ def test_sigterm_writes_a_loadable_emergency_checkpoint_and_the_resumed_run_matc
     expected = _metrics(reference)
     for got, want in zip(lines, expected, strict=True):
         assert math.isclose(got["train_loss"], want["train_loss"], rel_tol=1e-6), got["epoch"]
+
+
+def test_resnet9_with_cutout_and_full_test_time_augmentation_learns(dataset: Path, tmp_path: Path) -> None:
+    flags = ["--model", "resnet9", "--width", "4", "--batch-size", "128", "--epochs", "3", "--cutout", "8"]
+    result = run(
+        trainer("train", "--data", dataset, "--runs", tmp_path, "--run-name", "r9", *flags, "--tta", "2")
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_json(tmp_path / "r9" / "summary.json")
+    used = summary["hyperparameters"]
+    assert (used["model"], used["tta"], used["cutout"]) == ("resnet9", 2, 8)
+    assert (used["lr"], used["momentum"], used["epochs"]) == (0.4, 0.9, 3), "the ResNet-9 recipe, flags win"
+    lines = _metrics(tmp_path / "r9")
+    assert lines[-1]["train_loss"] < lines[0]["train_loss"], "ResNet-9 did not lower the loss"
+    assert 0 <= summary["final_test_acc"] <= 1 and summary["final_test_loss"] > 0
