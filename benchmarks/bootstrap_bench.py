@@ -173,7 +173,8 @@ so the convergence time covers packages, kernel settings, NFS and registry confi
 {table}
 
 Recovery runs: two ranks (one per machine, Gloo over the veths), synthetic data (2048 training
-images, 4 epochs of 8 steps), collective timeout {COLLECTIVE_TIMEOUT_S} s, torchrun `--max-restarts 3`.
+images, 4 epochs of 8 steps), collective timeout {COLLECTIVE_TIMEOUT_S} s,
+torchrun `--max-restarts {ddp.DdpJob.max_restarts}`.
 Times count from the fault (the kill, or the moment the link went down). The trainer reports
 progress once per epoch, so "next epoch completed" is an upper bound of the time to the next
 completed step; "group re-formed" is when rank 0 printed that it resumed from the checkpoint.

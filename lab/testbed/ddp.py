@@ -70,7 +70,9 @@ class DdpJob:
     trainer_args: Sequence[str]  # after `python -m trainer train`
     run_id: str
     collective_timeout_s: int
-    max_restarts: int = 3
+    # Each restart resumes from the checkpoint, so a generous budget only buys robustness: on a busy
+    # machine a restarted rank can miss its peer's rendezvous and need one more round.
+    max_restarts: int = 10
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     lines: list[Line] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)

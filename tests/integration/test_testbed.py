@@ -21,8 +21,11 @@ def test_machines_answer_ssh_with_sudo_and_reach_each_other(
     assert [n.address for n in lab.nodes] == [first.address, second.address]
 
 
-def test_a_failed_up_leaves_nothing(root: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`up` fails after the bridge, the proxy and a booted machine exist; all of it must go."""
+def test_a_failed_up_leaves_nothing(machines: testbed.Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up` fails after the bridge, the proxy and a booted machine exist; all of it must go.
+
+    It runs beside the session's machines, while their lock keeps other test runs away.
+    """
     layout = testbed.Layout("broken", 2, "10.77.5.0/24")
     install = rootfs.install
 
