@@ -40,11 +40,16 @@ def lab() -> LabConfig:
 def machines(root: None, lab: LabConfig) -> Iterator[testbed.Testbed]:
     """The machines stacks/Pulumi.testbed.yaml describes; `down` runs even when a test fails.
 
-    Test runs on one machine take turns: the addresses are fixed by the stack file.
+    Test runs on one machine take turns: the addresses are fixed by the stack file. Whatever
+    holds those addresses while no run holds the lock is a leftover of a killed run: removed.
     """
     layout = testbed.Layout(count=len(lab.nodes))
     with LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        left = testbed.leftovers(layout)
+        if left:
+            print(f"removing the leftovers of an earlier run: {'; '.join(left)}")
+            testbed.down(layout)
         try:
             yield testbed.up(layout)
         finally:
