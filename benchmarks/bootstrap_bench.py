@@ -32,7 +32,8 @@ from lab.testbed.layout import CACHE_ROOT
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks" / "bootstrap.md"
 STACK = "testbed"
-COLLECTIVE_TIMEOUT_S = 10
+# The trainer also waits this long for a restarted peer: room for a slow start on a busy machine.
+COLLECTIVE_TIMEOUT_S = 30
 JOB_TIMEOUT_S = 300
 
 
@@ -149,9 +150,13 @@ def main() -> int:
             spread([k.next_epoch_s for k in kills]),
             f"under {30 + COLLECTIVE_TIMEOUT_S} s",
         ),
-        ("link cut 15 s: group re-formed, checkpoint loaded", spread([k.regrouped_s for k in links]), ""),
         (
-            "link cut 15 s: next epoch completed",
+            f"link cut {COLLECTIVE_TIMEOUT_S + 5} s: group re-formed, checkpoint loaded",
+            spread([k.regrouped_s for k in links]),
+            "",
+        ),
+        (
+            f"link cut {COLLECTIVE_TIMEOUT_S + 5} s: next epoch completed",
             spread([k.next_epoch_s for k in links]),
             f"under {30 + COLLECTIVE_TIMEOUT_S} s",
         ),
