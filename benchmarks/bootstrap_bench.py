@@ -126,19 +126,20 @@ def main() -> int:
     kills: list[ddp.Recovery] = []
     links: list[ddp.Recovery] = []
     for _ in range(args.repeat):
-        began = time.monotonic()
-        machines = testbed.up(layout)
-        ups.append(time.monotonic() - began)
-        try:
-            one, two, three = bootstrap_times()
-            first.append(one)
-            second.append(two)
-            reset.append(three)
-            with tempfile.TemporaryDirectory(prefix="bench-ddp-") as tmp:
-                kills.append(recovery(machines, Path(tmp), "kill"))
-                links.append(recovery(machines, Path(tmp), "link"))
-        finally:
-            testbed.down(layout)
+        with testbed.exclusive():
+            began = time.monotonic()
+            machines = testbed.up(layout)
+            ups.append(time.monotonic() - began)
+            try:
+                one, two, three = bootstrap_times()
+                first.append(one)
+                second.append(two)
+                reset.append(three)
+                with tempfile.TemporaryDirectory(prefix="bench-ddp-") as tmp:
+                    kills.append(recovery(machines, Path(tmp), "kill"))
+                    links.append(recovery(machines, Path(tmp), "link"))
+            finally:
+                testbed.down(layout)
     rows = [
         ("`python -m lab.testbed up` (2 machines, base tree cached)", spread(ups), ""),
         ("site.yml, first convergence", spread(first), ""),

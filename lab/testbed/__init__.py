@@ -6,12 +6,14 @@ host side. `up` builds them; `down` removes every trace, also after a failed `up
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
 import shutil
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +21,10 @@ from lab.testbed import aptproxy, machines, network, processes, rootfs
 from lab.testbed.commands import TestbedError, missing_tools, run
 from lab.testbed.layout import CACHE_ROOT, Layout, Machine
 
-__all__ = ["Layout", "Machine", "Testbed", "TestbedError", "down", "leftovers", "load", "up"]
+__all__ = ["Layout", "Machine", "Testbed", "TestbedError", "down", "exclusive", "leftovers", "load", "up"]
 
 BOOT_TIMEOUT_S = 90
+LOCK = Path("/run/lock/k8scifar-testbed.lock")
 STOP_GRACE_S = 15
 
 
@@ -60,6 +63,14 @@ def _subnet_in_use(layout: Layout) -> bool:
     entries = json.loads(run(["ip", "-j", "addr", "show"]).stdout or "[]")
     addresses = [a["local"] for e in entries for a in e.get("addr_info", []) if a.get("family") == "inet"]
     return any(ipaddress.ip_address(a) in layout.network for a in addresses)
+
+
+@contextlib.contextmanager
+def exclusive() -> Iterator[None]:
+    """Take turns with other test runs and benchmarks on this machine (the addresses are fixed)."""
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def up(layout: Layout) -> Testbed:

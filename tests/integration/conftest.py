@@ -5,10 +5,8 @@ These tests need root (namespaces, links, mounts); CI runs as root, so there the
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +14,6 @@ from lab import testbed
 from lab.config import LabConfig, load_stack
 
 STACK = "testbed"
-LOCK = Path("/run/lock/k8scifar-testbed.lock")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,8 +41,7 @@ def machines(root: None, lab: LabConfig) -> Iterator[testbed.Testbed]:
     holds those addresses while no run holds the lock is a leftover of a killed run: removed.
     """
     layout = testbed.Layout(count=len(lab.nodes))
-    with LOCK.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with testbed.exclusive():
         left = testbed.leftovers(layout)
         if left:
             print(f"removing the leftovers of an earlier run: {'; '.join(left)}")
