@@ -6,23 +6,29 @@ Reads the stack configuration and composes the lab's named parts; each part live
 import pulumi
 
 from lab import config, hosts
+from lab.build_context import build_context
 from lab.cluster import Cluster
 
 lab = config.from_pulumi()
+# Packed now, before any host is touched: a build context the cluster cannot take stops here.
+context = build_context()
 
 # Hosts: Ansible turns the machines into a cluster; its kubeconfig builds the Kubernetes provider.
 bootstrap = hosts.HostBootstrap("hosts", hosts.bootstrap_inputs(lab, pulumi.get_stack()))
-provider = hosts.kubernetes_provider(bootstrap)
 pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
 
-# Cluster: everything inside Kubernetes, declared through that provider.
-cluster = Cluster("lab", lab, provider).outputs
-pulumi.export("image", cluster.image)
-pulumi.export("run", cluster.run_name)
-pulumi.export("results", cluster.results)
-pulumi.export("follow", cluster.follow)
-if cluster.sweep_results:
-    pulumi.export("sweepResults", cluster.sweep_results)
+# Cluster: everything inside Kubernetes, declared through that provider. Machines that skip the
+# Kubernetes install have no cluster, and an empty kubeconfig would send the provider to the
+# operator's default one, so nothing is declared there.
+if lab.installs_kubernetes:
+    provider = hosts.kubernetes_provider(bootstrap)
+    cluster = Cluster("lab", lab, provider, context).outputs
+    pulumi.export("image", cluster.image)
+    pulumi.export("run", cluster.run_name)
+    pulumi.export("results", cluster.results)
+    pulumi.export("follow", cluster.follow)
+    if cluster.sweep_results:
+        pulumi.export("sweepResults", cluster.sweep_results)
 
 pulumi.export("nodes", {n.name: {"address": n.address, "role": n.role, "gpus": n.gpus} for n in lab.nodes})
 pulumi.export("registry", lab.registry_endpoint)

@@ -370,6 +370,11 @@ class LabConfig(_Model):
         return f"{self.server.address}:{self.registry.port}"
 
     @property
+    def installs_kubernetes(self) -> bool:
+        """False on machines that skip the Kubernetes install: there is no cluster to declare into."""
+        return SkipStep.KUBERNETES_INSTALL not in self.skip
+
+    @property
     def replicas(self) -> int:
         """Ranks of the training run: as configured, else as many as the placement allows."""
         return self.trainer.replicas or self.max_replicas

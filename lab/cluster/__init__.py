@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.build_context import BuildContext, build_context
+from lab.build_context import BuildContext
 from lab.cluster.dataset import declare_dataset
 from lab.cluster.gpu import declare_gpu_support
 from lab.cluster.image import declare_image
@@ -44,7 +44,7 @@ class Cluster(pulumi.ComponentResource):
         name: str,
         lab: LabConfig,
         provider: k8s.Provider,
-        context: BuildContext | None = None,
+        context: BuildContext,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("k8scifar:cluster:Cluster", name, None, opts)
@@ -53,7 +53,7 @@ class Cluster(pulumi.ComponentResource):
         declare_gpu_support(scope)
         storage = declare_storage(scope)
         registry = declare_registry(scope, storage)
-        image = declare_image(scope, registry, context or build_context())
+        image = declare_image(scope, registry, context)
         dataset = declare_dataset(scope, storage, image)
         declare_network_policies(scope)
         training = declare_training(scope, storage, image, dataset)

@@ -18,7 +18,7 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from lab.config import PROJECT, read_stack_values, stack_file
+from lab.config import PROJECT, all_stacks, load_stack, read_stack_values, stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
@@ -201,3 +201,8 @@ def containers(resource: Registered) -> list[dict[str, Any]]:
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
     """A container's environment: name to literal value, or to its `valueFrom` source."""
     return {e["name"]: e["value"] if "value" in e else e.get("valueFrom") for e in container.get("env", [])}
+
+
+def cluster_stacks() -> list[str]:
+    """The stacks that install Kubernetes, and so declare the in-cluster objects."""
+    return [stack for stack in all_stacks() if load_stack(stack).installs_kubernetes]

@@ -19,7 +19,6 @@ from lab.build_context import build_context
 from lab.config import (
     LabConfig,
     Placement,
-    all_stacks,
     load_stack,
     parse_config,
     read_stack_values,
@@ -29,6 +28,7 @@ from tests.program.harness import (
     WORKLOAD_KINDS,
     ProgramRun,
     Registered,
+    cluster_stacks,
     containers,
     env_of,
     kubernetes_object,
@@ -364,7 +364,7 @@ def broken(stack: str) -> ProgramRun:
     return copy.deepcopy(recorded(stack))
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", cluster_stacks())
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_check_passes_on_every_stack(check: Check, stack: str) -> None:
     assert check(recorded(stack), load_stack(stack)) == []

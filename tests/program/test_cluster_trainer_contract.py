@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from lab.config import all_stacks, load_stack, read_stack_values, stack_file
-from tests.program.harness import ProgramRun, env_of, pod_spec, run_program
+from lab.config import load_stack, read_stack_values, stack_file
+from tests.program.harness import ProgramRun, cluster_stacks, env_of, pod_spec, run_program
 from tests.program.test_cluster_consistency import component, recorded
 from trainer import distributed
 from trainer.cli import _parser
@@ -35,7 +35,7 @@ def rank_environment(run: ProgramRun, ordinal: int, node: str) -> dict[str, str]
     return {k: v if isinstance(v, str) else _downward(v, pod, ordinal, node) for k, v in env.items()}
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", cluster_stacks())
 def test_every_command_parses_with_the_trainers_parser(stack: str) -> None:
     run = recorded(stack)
     workloads = [w for name in ("training", "sweep", "dataset") for w in component(run, name)]
@@ -57,7 +57,7 @@ def test_a_command_the_trainer_does_not_know_is_refused() -> None:
         _parser().parse_args([*args, "--no-such-flag"])
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", cluster_stacks())
 def test_each_rank_finds_its_place(stack: str) -> None:
     lab = load_stack(stack)
     run = recorded(stack)

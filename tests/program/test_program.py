@@ -66,3 +66,17 @@ def test_bad_stack_configuration_stops_the_program() -> None:
             "bad",
             {"nodes": [{"name": "a", "address": "10.0.0.1", "user": "u", "role": "server", "gpus": -2}]},
         )
+
+
+def test_no_cluster_is_declared_where_kubernetes_is_not_installed() -> None:
+    """The test machines skip the Kubernetes install: declaring objects there would send them
+    through an empty kubeconfig to whatever cluster the operator's default kubeconfig names."""
+    skipping = [s for s in STACKS if not load_stack(s).installs_kubernetes]
+    assert skipping, "a shipped stack (testbed) skips the Kubernetes install"
+    for stack in skipping:
+        run = run_program(stack)
+        assert [r.type for r in run.resources if r.type.startswith("kubernetes:")] == []
+        assert "image" not in run.outputs and "kubeconfig" in run.outputs
+    installing = run_program("cpu")
+    assert any(r.type == "pulumi:providers:kubernetes" for r in installing.resources)
+    assert "image" in installing.outputs
