@@ -144,10 +144,13 @@ def join(place: Topology, backend: str, timeout: int) -> None:
     where = f"{place.master_addr}:{place.master_port}"
     _resolve(place.master_addr, where, timeout)
     limit = datetime.timedelta(seconds=timeout)
-    # Under torchrun the agent serves the store at MASTER_ADDR:MASTER_PORT and keeps it across
-    # restarts: a prefix per attempt keeps a restarted rank from reading its peers' stale addresses.
+    # When torchrun's agent serves the store and keeps it across restarts, a prefix per attempt
+    # keeps a restarted rank from reading its peers' stale addresses (as torch's env:// does).
+    # Otherwise every round has a fresh store on a new port and needs none: the agents' restart
+    # counts drift apart when only one of them saw the failure, and a per-attempt prefix would
+    # then keep the ranks from ever meeting.
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") if agent_store else "fresh"
     try:
         store = dist.TCPStore(
             place.master_addr,
@@ -257,6 +260,10 @@ def _collective_device() -> torch.device:
     )
 
 
-def leave() -> None:
+def leave(finished: bool) -> None:
+    """Leave the group. After a finished run the ranks first meet, so none tears down its
+    connections while a peer is still using them (gloo aborts the peer when that happens)."""
     if dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()

@@ -450,7 +450,7 @@ def main(
             run.report_status("failed", error=f"{type(err).__name__}: {err}")
             raise
         finally:
-            distributed.leave()
+            distributed.leave(finished=done is not None)
     if where.on_complete == "wait":
         return complete_and_wait(folder, done, stop)
     return 0
