@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 
-from lab.cli.console import CliError
 from lab.cli.stackarg import add_stack_option, load
+from lab.validate import validate
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -25,8 +24,4 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     load(args)  # a bad stack file is reported here, in one line, before the suite starts
-    try:
-        suite = importlib.import_module("lab.validate")
-    except ModuleNotFoundError as err:
-        raise CliError(f"the validation suite is not installed ({err}); run scripts/setup.sh") from None
-    return suite.validate(args.stack, after_reset=args.after_reset, stacks_dir=args.stacks_dir)
+    return validate(args.stack, after_reset=args.after_reset, stacks_dir=args.stacks_dir)
