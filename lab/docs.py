@@ -31,9 +31,9 @@ INTRO = f"""\
 
 A stack file `stacks/Pulumi.<stack>.yaml` holds the lab's whole configuration under
 `config:`, every key written `{PROJECT}:NAME`. `labctl init` writes one for your machines
-(see [quickstart.md](quickstart.md)); `stacks/Pulumi.lab.yaml` (two GPU nodes),
-`stacks/Pulumi.cpu.yaml` (no GPUs) and `stacks/Pulumi.sweep.yaml` (a hyperparameter sweep)
-are commented examples.
+(see [quickstart.md](quickstart.md)); `stacks/Pulumi.example-gpu.yaml` (two GPU nodes),
+`stacks/Pulumi.example-cpu.yaml` (no GPUs), `stacks/Pulumi.example-sweep.yaml` (a hyperparameter
+sweep) and `stacks/Pulumi.example-kubeadm.yaml` (kubeadm, packed ranks) are commented examples.
 
 Every value is checked before any machine is touched: an unknown key, a value of the wrong
 type or out of range, and the rules that involve several keys (exactly one server, unique names

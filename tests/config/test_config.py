@@ -37,20 +37,20 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 
 def test_every_shipped_stack_loads() -> None:
     stacks = all_stacks()
-    assert {"lab", "cpu"} <= set(stacks)
+    assert {"example-gpu", "example-cpu"} <= set(stacks)
     for stack in stacks:
         assert isinstance(load_stack(stack), LabConfig)
 
 
 def test_reference_lab_facts() -> None:
-    lab = load_stack("lab")
+    lab = load_stack("example-gpu")
     assert [n.name for n in lab.nodes] == ["gpu-a", "gpu-b"]
     assert lab.server.name == "gpu-a" and [a.name for a in lab.agents] == ["gpu-b"]
     assert lab.has_gpus and lab.total_gpus == 2 and lab.backend == "nccl"
     assert lab.replicas == 2
     assert lab.registry_endpoint == "192.168.50.11:30500"
     assert lab.nfs_server.name == "gpu-a"
-    cpu = load_stack("cpu")
+    cpu = load_stack("example-cpu")
     assert not cpu.has_gpus and cpu.backend == "gloo"
 
 

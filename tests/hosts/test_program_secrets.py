@@ -15,7 +15,7 @@ from tests.program.harness import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN,
 
 @pytest.fixture(scope="module")
 def program() -> ProgramRun:
-    return run_program("lab")
+    return run_program("example-gpu")
 
 
 def test_kubeconfig_export_is_secret(program: ProgramRun) -> None:
@@ -51,7 +51,7 @@ def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:
         "bootstrap = hosts.HostBootstrap('hosts', hosts.bootstrap_inputs(lab, pulumi.get_stack()))\n"
         "pulumi.export('kubeconfig', bootstrap.kubeconfig.apply(str))\n"
     )
-    run = run_program("lab", main=main)
+    run = run_program("example-gpu", main=main)
     assert run.outputs["kubeconfig"] == FAKE_KUBECONFIG
     assert "kubeconfig" not in run.secret_outputs
 

@@ -385,8 +385,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_check_and_schema_holds_on_variants_of_the_cpu_stack(variant: str) -> None:
-    values = {**read_stack_values(stack_file("cpu")), **VARIANTS[variant]}
-    run = run_program("cpu", values)
+    values = {**read_stack_values(stack_file("example-cpu")), **VARIANTS[variant]}
+    run = run_program("example-cpu", values)
     lab = parse_config(values)
     for resource in run.kubernetes_objects():
         validate_object(kubernetes_object(resource), lab.kubernetes_version)
@@ -458,18 +458,18 @@ def _break_network_policy(run: ProgramRun) -> None:
 
 
 BREAKAGES = [
-    (check_headless_service, "lab", _break_service_selector, "selector"),
-    (check_claims, "cpu", _break_claim_name, "'run'"),
-    (check_trainer_image, "lab", _break_image, "someone"),
-    (check_gpu_only_on_gpu_labs, "lab", _break_gpu_limit, "one GPU"),
-    (check_gpu_only_on_gpu_labs, "cpu", _break_cpu_runtime, "CPU lab"),
-    (check_placement, "lab", _break_placement, "podAffinity"),
-    (check_sweep, "sweep", _break_completions, "completions"),
-    (check_start_order, "lab", _break_start_order, "dataset"),
-    (check_rendezvous, "lab", _break_master_address, "MASTER_ADDR"),
-    (check_namespace_and_labels, "cpu", _break_namespace, "default"),
-    (check_pod_security, "lab", _break_security, "privileges"),
-    (check_network_policies, "lab", _break_network_policy, "29500"),
+    (check_headless_service, "example-gpu", _break_service_selector, "selector"),
+    (check_claims, "example-cpu", _break_claim_name, "'run'"),
+    (check_trainer_image, "example-gpu", _break_image, "someone"),
+    (check_gpu_only_on_gpu_labs, "example-gpu", _break_gpu_limit, "one GPU"),
+    (check_gpu_only_on_gpu_labs, "example-cpu", _break_cpu_runtime, "CPU lab"),
+    (check_placement, "example-gpu", _break_placement, "podAffinity"),
+    (check_sweep, "example-sweep", _break_completions, "completions"),
+    (check_start_order, "example-gpu", _break_start_order, "dataset"),
+    (check_rendezvous, "example-gpu", _break_master_address, "MASTER_ADDR"),
+    (check_namespace_and_labels, "example-cpu", _break_namespace, "default"),
+    (check_pod_security, "example-gpu", _break_security, "privileges"),
+    (check_network_policies, "example-gpu", _break_network_policy, "29500"),
 ]
 
 

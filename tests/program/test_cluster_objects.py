@@ -45,7 +45,7 @@ def _with(stack: str, **changes: Any) -> dict[str, Any]:
 
 
 def test_training_command_line_follows_the_stack() -> None:
-    run = recorded("kubeadm")
+    run = recorded("example-kubeadm")
     container = _trainer(run)
     name = run.outputs["run"]
     assert container["args"] == [
@@ -54,28 +54,28 @@ def test_training_command_line_follows_the_stack() -> None:
         "--seed", "0", "--backend", "gloo", "--compression", "bf16",
         "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "wait",
     ]  # fmt: skip
-    assert "--lr" not in _trainer(recorded("cpu"))["args"]  # the model's own recipe
+    assert "--lr" not in _trainer(recorded("example-cpu"))["args"]  # the model's own recipe
     probe = container["readinessProbe"]["exec"]["command"]
     assert probe == ["python", "-m", "trainer", "probe", "--run", f"/runs/{name}"]
 
 
 def test_dataset_job_downloads_onto_the_writable_dataset_volume() -> None:
-    job = _workload(recorded("cpu"), "dataset")
-    container = _trainer(recorded("cpu"), "dataset")
+    job = _workload(recorded("example-cpu"), "dataset")
+    container = _trainer(recorded("example-cpu"), "dataset")
     assert container["args"] == ["data", "download", "--dir", "/data"]
     assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
     assert pod_spec(job)["volumes"][0]["persistentVolumeClaim"] == {"claimName": "datasets"}
 
 
 def test_pod_network_ranks_name_the_pod_interface() -> None:
-    spec = pod_spec(_workload(recorded("lab"), "training"))
+    spec = pod_spec(_workload(recorded("example-gpu"), "training"))
     env = env_of(spec["containers"][0])
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert "hostNetwork" not in spec and "NODE_NAME" not in env
 
 
 def test_host_network_ranks_pick_their_node_interface() -> None:
-    spec = pod_spec(_workload(recorded("kubeadm"), "training"))
+    spec = pod_spec(_workload(recorded("example-kubeadm"), "training"))
     env = env_of(spec["containers"][0])
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
@@ -85,7 +85,7 @@ def test_host_network_ranks_pick_their_node_interface() -> None:
 
 @pytest.mark.parametrize(("version", "has_rank"), [("1.27.16", False), ("1.28.15", True)])
 def test_rank_comes_from_the_pod_index_label_where_the_cluster_sets_it(version: str, has_rank: bool) -> None:
-    run = run_program("cpu", _with("cpu", kubernetesVersion=version))
+    run = run_program("example-cpu", _with("cpu", kubernetesVersion=version))
     env = env_of(_trainer(run))
     label = {"fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}
     assert (env.get("RANK") == label) is has_rank
@@ -93,8 +93,8 @@ def test_rank_comes_from_the_pod_index_label_where_the_cluster_sets_it(version: 
 
 
 def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
-    old = _workload(recorded("kubeadm"), "build")  # 1.29: annotation
-    new = _workload(recorded("cpu"), "build")  # 1.33: field
+    old = _workload(recorded("example-kubeadm"), "build")  # 1.29: annotation
+    new = _workload(recorded("example-cpu"), "build")  # 1.33: field
     annotation = "container.apparmor.security.beta.kubernetes.io/buildkit"
     assert old.inputs["spec"]["template"]["metadata"]["annotations"] == {annotation: "unconfined"}
     assert "appArmorProfile" not in containers(old)[-1]["securityContext"]
@@ -103,7 +103,7 @@ def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
 
 
 def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() -> None:
-    run = recorded("cpu")
+    run = recorded("example-cpu")
     build = _workload(run, "build")
     unpack, buildkit = containers(build)
     context_map = objects_named(run, "ConfigMap")[f"trainer-context-{build_context().tag}"]
@@ -118,10 +118,10 @@ def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() ->
 
 
 def test_sweep_ships_the_trainers_own_expansion_and_writes_a_folder_per_index() -> None:
-    run = recorded("sweep")
+    run = recorded("example-sweep")
     job = next(r for r in run.of_kind("Job") if r.name == "sweep")
     sweep_map = objects_named(run, "ConfigMap")[name_of(job)]
-    space = load_stack("sweep").sweep.space()  # type: ignore[union-attr]
+    space = load_stack("example-sweep").sweep.space()  # type: ignore[union-attr]
     assert json.loads(sweep_map.inputs["data"]["sweep.json"]) == json.loads(json.dumps(sweep_file(space)))
     container = pod_spec(job)["containers"][0]
     args = container["args"]
@@ -131,11 +131,11 @@ def test_sweep_ships_the_trainers_own_expansion_and_writes_a_folder_per_index() 
     assert args[-3:] == ["exit", "--sweep", "/sweep/sweep.json"]
     assert env_of(container)["WORLD_SIZE"] == "1"
     assert run.outputs["sweepResults"].endswith(f"/runs/{name_of(job)}")
-    assert "sweepResults" not in recorded("lab").outputs
+    assert "sweepResults" not in recorded("example-gpu").outputs
 
 
 def test_network_policy_opens_the_collective_ports_between_ranks_only() -> None:
-    policies = {name_of(p): p.inputs["spec"] for p in recorded("lab").of_kind("NetworkPolicy")}
+    policies = {name_of(p): p.inputs["spec"] for p in recorded("example-gpu").of_kind("NetworkPolicy")}
     ranks = policies["trainer-collectives"]
     assert ranks["ingress"][0]["ports"] == [
         {"protocol": "TCP", "port": 29500},
@@ -146,7 +146,7 @@ def test_network_policy_opens_the_collective_ports_between_ranks_only() -> None:
 
 
 def test_exports_say_where_everything_is() -> None:
-    run = recorded("kubeadm")
+    run = recorded("example-kubeadm")
     name = run.outputs["run"]
     assert run.outputs["image"] == f"10.30.0.21:31500/k8scifar/trainer:{build_context().tag}"
     assert run.outputs["results"] == f"10.30.0.21:/export/lab/runs/{name}"
@@ -178,10 +178,10 @@ def test_unchanged_code_declares_the_same_build_and_changed_code_rolls_the_run(t
     for top in CONTEXT_DIRS:
         shutil.copytree(ROOT / top, tree / top, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     main = _program_on_tree(tmp_path, tree)
-    first = _declared(run_program("cpu", main=main))
-    assert _declared(run_program("cpu", main=main)) == first  # nothing to build or roll
+    first = _declared(run_program("example-cpu", main=main))
+    assert _declared(run_program("example-cpu", main=main)) == first  # nothing to build or roll
     (tree / "trainer" / "changed.py").write_text("x = 1\n")
-    run = run_program("cpu", main=main)
+    run = run_program("example-cpu", main=main)
     second = _declared(run)
     assert second[0] != first[0] and second[1] != first[1]  # a new build Job, a new image
     assert second[2]["template"] != first[2]["template"]  # new image and run name
@@ -190,12 +190,12 @@ def test_unchanged_code_declares_the_same_build_and_changed_code_rolls_the_run(t
 
 
 def _run_name(**trainer: Any) -> str:
-    values = read_stack_values(stack_file("cpu"))
-    return run_program("cpu", _with("cpu", trainer={**values["trainer"], **trainer})).outputs["run"]
+    values = read_stack_values(stack_file("example-cpu"))
+    return run_program("example-cpu", _with("cpu", trainer={**values["trainer"], **trainer})).outputs["run"]
 
 
 def test_a_setting_that_changes_results_is_a_new_run_and_retention_is_not() -> None:
-    base = recorded("cpu").outputs["run"]
+    base = recorded("example-cpu").outputs["run"]
     assert _run_name() == base
     assert _run_name(seed=7) != base
     assert _run_name(compression="fp16") != base

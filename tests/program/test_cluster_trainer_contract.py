@@ -51,7 +51,7 @@ def test_every_command_parses_with_the_trainers_parser(stack: str) -> None:
 
 def test_a_command_the_trainer_does_not_know_is_refused() -> None:
     """The test above can fail: the parser rejects a flag the trainer lacks."""
-    (sts,) = component(recorded("cpu"), "training")
+    (sts,) = component(recorded("example-cpu"), "training")
     args = pod_spec(sts)["containers"][0]["args"]
     with pytest.raises(SystemExit):
         _parser().parse_args([*args, "--no-such-flag"])
@@ -77,8 +77,8 @@ def test_each_rank_finds_its_place(stack: str) -> None:
 
 
 def test_ranks_on_clusters_without_the_pod_index_label_use_their_name() -> None:
-    values = read_stack_values(stack_file("cpu"))
-    run = run_program("cpu", {**values, "kubernetesVersion": "1.27.16"})
+    values = read_stack_values(stack_file("example-cpu"))
+    run = run_program("example-cpu", {**values, "kubernetesVersion": "1.27.16"})
     env = rank_environment(run, 1, "cpu-b")
     assert "RANK" not in env
     assert distributed.topology(env).rank == 1

@@ -41,7 +41,7 @@ def test_a_malformed_object_fails_validation(tmp_path: Path) -> None:
         "k8s.core.v1.Service('broken', metadata={'name': 'broken'},\n"
         "    spec={'ports': [{'port': 'eighty'}], 'clusterIP': 'None'})\n"
     )
-    run = run_program("cpu", main=main)
+    run = run_program("example-cpu", main=main)
     (service,) = run.kubernetes_objects()
     with pytest.raises(kubernetes_validate.ValidationError, match="eighty"):
         validate_object(kubernetes_object(service), "1.33.5")
@@ -55,7 +55,7 @@ def test_strict_validation_rejects_unknown_fields(tmp_path: Path) -> None:
         "import pulumi_kubernetes as k8s\n"
         "k8s.core.v1.ConfigMap('typo', metadata={'name': 'typo', 'lables': {'a': 'b'}})\n"
     )
-    (config_map,) = run_program("cpu", main=main).kubernetes_objects()
+    (config_map,) = run_program("example-cpu", main=main).kubernetes_objects()
     with pytest.raises(kubernetes_validate.ValidationError, match="lables"):
         validate_object(kubernetes_object(config_map), "1.33.5")
 
@@ -77,6 +77,6 @@ def test_no_cluster_is_declared_where_kubernetes_is_not_installed() -> None:
         run = run_program(stack)
         assert [r.type for r in run.resources if r.type.startswith("kubernetes:")] == []
         assert "image" not in run.outputs and "kubeconfig" in run.outputs
-    installing = run_program("cpu")
+    installing = run_program("example-cpu")
     assert any(r.type == "pulumi:providers:kubernetes" for r in installing.resources)
     assert "image" in installing.outputs
