@@ -33,7 +33,7 @@ def known_hosts_file(stack: str, base: Path = STATE_DIR) -> Path:
     return path
 
 
-def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path) -> str:
+def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path | str) -> str:
     """ssh options implementing the stack's host-key policy."""
     if policy is HostKeyPolicy.OFF:
         return "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
@@ -81,8 +81,11 @@ def _group(nodes: list[Node]) -> dict[str, Any]:
     return {"hosts": {n.name: {} for n in nodes}}
 
 
-def build_inventory(lab: LabConfig, known_hosts: Path) -> dict[str, Any]:
-    """The inventory (Ansible's YAML shape, as a dict) for `lab`, checking host keys against `known_hosts`."""
+def build_inventory(lab: LabConfig, known_hosts: Path | str) -> dict[str, Any]:
+    """The inventory (Ansible's YAML shape, as a dict) for `lab`, checking host keys against `known_hosts`.
+
+    `known_hosts` is a file, or a Jinja reference to a variable that holds one when the playbook runs.
+    """
     common = {
         "ansible_become": True,
         "ansible_ssh_common_args": ssh_common_args(lab.ssh.host_key_policy, known_hosts),
