@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,8 @@ ANSIBLE_DIR = ROOT / "ansible"
 PROCESS_MODULE = "lab.playbook_process"
 # The private directories that hold secret variables while a playbook runs, in the work directory.
 SECRETS_PREFIX = "secrets-"
+# The key of the answer line that gives ansible-playbook's process id.
+PLAYBOOK_PID = "playbook_pid"
 # Environment variables the playbook process keeps: what ansible-playbook and ssh need (home,
 # locale, the SSH agent's socket), nothing that authenticates anyone.
 KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
@@ -112,8 +115,7 @@ class Outcome:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> Outcome:
-        data = json.loads(text)
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
         result = PlaybookResult(**data["result"]) if data["result"] is not None else None
         failures = [Failure(**f) for f in data["failures"]]
         return cls(result, failures, data["status"], data["output"])
@@ -193,19 +195,21 @@ def run_playbook(
             answer, returncode = _run_process(request)
         finally:
             scrub_secrets(workdir)
-    if not answer:
+    if answer is None:
         raise PlaybookError(playbook, [], _how_it_ended(returncode))
-    outcome = Outcome.from_json(answer)
-    if outcome.result is None:
-        raise PlaybookError(playbook, outcome.failures, outcome.status, outcome.output)
-    return outcome.result
+    if answer.result is None:
+        raise PlaybookError(playbook, answer.failures, answer.status, answer.output)
+    return answer.result
 
 
-def _run_process(request: Request) -> tuple[str, int]:
-    """Start the playbook process, hand it `request`, and return its answer and exit code.
+def _run_process(request: Request) -> tuple[Outcome | None, int]:
+    """Start the playbook process, hand it `request`, and return its outcome and exit code.
 
     Its stdin stays open until it has answered: when this process dies first, the playbook
-    process sees the end of its stdin and cancels the run.
+    process sees the end of its stdin and cancels the run. When the playbook process dies without
+    an outcome, the ansible-playbook it started is stopped too: pexpect made it the leader of its
+    own session, immune to the hang-up, and it would go on changing hosts unobserved and write
+    the set_stats payload (the kubeconfig) into a partial event that nobody strips.
     """
     process = subprocess.Popen(
         [sys.executable, "-m", PROCESS_MODULE],
@@ -216,15 +220,49 @@ def _run_process(request: Request) -> tuple[str, int]:
         text=True,
     )
     assert process.stdin is not None and process.stdout is not None
+    outcome, playbook_pid = None, None
     try:
         process.stdin.write(json.dumps(asdict(request)) + "\n")
         process.stdin.flush()
-        answer = process.stdout.read()
+        for line in process.stdout:
+            said = json.loads(line)
+            if PLAYBOOK_PID in said:
+                playbook_pid = said[PLAYBOOK_PID]
+            else:
+                outcome = Outcome.from_dict(said)
     finally:
         process.stdin.close()
         process.stdout.close()
         returncode = process.wait()
-    return answer, returncode
+        if outcome is None and playbook_pid is not None:
+            _stop_session(playbook_pid)
+    return outcome, returncode
+
+
+def _stop_session(leader: int) -> None:
+    """Stop the ansible-playbook that leads session `leader`, if it still does.
+
+    SIGTERM first: ansible-playbook then stops its workers, which run in sessions of their own.
+    """
+    try:
+        if os.getsid(leader) != leader:
+            return
+        os.kill(leader, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while not _gone(leader):
+            if time.monotonic() > deadline:
+                os.killpg(leader, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+    except ProcessLookupError:
+        return
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has ended (a zombie waiting for its new parent to reap it has)."""
+    os.kill(pid, 0)  # ProcessLookupError once it is reaped
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 __all__ = [

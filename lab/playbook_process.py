@@ -1,7 +1,8 @@
 """The fresh Python process that runs one playbook through ansible-runner, started by lab.playbook.
 
-It reads a `Request` (one line of JSON) on stdin, prints progress on stderr as the run goes and
-answers with an `Outcome` (JSON) on stdout. Only the answer goes to stdout: the real stdout is set
+It reads a `Request` (one line of JSON) on stdin, prints progress on stderr as the run goes, and
+answers on stdout with ansible-playbook's process id once it is known (a line of JSON) and an
+`Outcome` (the last line). Only the answer goes to stdout: the real stdout is set
 aside and file descriptor 1 points at stderr during the run, so nothing else can corrupt it. When
 its stdin ends before the run does, the process that asked is gone, and the run is cancelled.
 """
@@ -19,7 +20,7 @@ from typing import Any, TextIO
 
 import ansible_runner
 
-from lab.playbook import SECRETS_PREFIX, Failure, Outcome, PlaybookResult, Request
+from lab.playbook import PLAYBOOK_PID, SECRETS_PREFIX, Failure, Outcome, PlaybookResult, Request
 
 # Events that end a task on one host, and the word shown for each.
 _RESULT_EVENTS = {
@@ -50,10 +51,11 @@ def _message(result: Mapping[str, Any]) -> str:
 class _Recorder:
     """Follows the event stream: prints progress, collects failures, counts and set_stats data."""
 
-    def __init__(self, playbook: str, out: TextIO | None) -> None:
+    def __init__(self, playbook: str, out: TextIO | None, started: Callable[[int], None]) -> None:
         self.result = PlaybookResult(playbook)
         self.failures: list[Failure] = []
         self.out = out
+        self.started = started
 
     def _say(self, line: str) -> None:
         if self.out is not None:
@@ -62,7 +64,9 @@ class _Recorder:
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
         data = event.get("event_data", {})
-        if kind == "playbook_on_play_start":
+        if kind == "playbook_on_start":
+            self.started(event["pid"])
+        elif kind == "playbook_on_play_start":
             self._say(f"PLAY {data.get('name') or data.get('play', '')}")
         elif kind in _RESULT_EVENTS:
             self._task_result(kind, data)
@@ -109,11 +113,14 @@ def _write_private(directory: Path, name: str, content: str) -> Path:
     return path
 
 
-def run(request: Request, cancelled: Callable[[], bool] = lambda: False) -> Outcome:
-    """Run the requested playbook in this process; `cancelled` is asked while it runs."""
+def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int], None]) -> Outcome:
+    """Run the requested playbook in this process.
+
+    `cancelled` is asked while it runs; `started` is told ansible-playbook's process id.
+    """
     workdir = Path(request.workdir)
     ansible_dir = Path(request.ansible_dir)
-    recorder = _Recorder(request.playbook, None if request.quiet else sys.stderr)
+    recorder = _Recorder(request.playbook, None if request.quiet else sys.stderr, started)
     # The directory (0700) and its file go when the run ends, however it ends short of a kill;
     # lab.playbook removes what a killed process left.
     with tempfile.TemporaryDirectory(prefix=SECRETS_PREFIX, dir=workdir) as secrets_dir:
@@ -152,9 +159,13 @@ def main() -> None:
     request = Request(**json.loads(sys.stdin.readline()))
     gone = threading.Event()
     threading.Thread(target=_watch, args=(sys.stdin, gone), daemon=True).start()
-    outcome = run(request, gone.is_set)
-    answer.write(outcome.to_json())
-    answer.flush()
+
+    def say(line: str) -> None:
+        answer.write(line + "\n")
+        answer.flush()
+
+    outcome = run(request, gone.is_set, lambda pid: say(json.dumps({PLAYBOOK_PID: pid})))
+    say(outcome.to_json())
 
 
 if __name__ == "__main__":

@@ -76,6 +76,28 @@ FAILING = """\
         src: "{{ target }}/missing-file"
 """
 
+SLOW = """\
+- name: Hold the token while the run waits
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the join token where only root may read it
+      ansible.builtin.copy:
+        content: "{{ lab_join_token }}"
+        dest: "{{ target }}/{{ inventory_hostname }}.token"
+        mode: "0600"
+      no_log: true
+    - name: Say the run is under way
+      ansible.builtin.copy:
+        content: "started\\n"
+        dest: "{{ target }}/started"
+        mode: "0644"
+    - name: Wait for a file that never comes
+      ansible.builtin.wait_for:
+        path: "{{ target }}/never"
+        timeout: 60
+"""
+
 # Shaped like k3s's k3s.yaml; its key and CA carry markers a test searches the artifacts for.
 KUBECONFIG = textwrap.dedent("""\
     apiVersion: v1
@@ -124,7 +146,7 @@ def make_ansible_dir(root: Path, **playbooks: str) -> Path:
 
 @pytest.fixture
 def ansible_dir(tmp_path: Path) -> Path:
-    return make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET, failing=FAILING)
+    return make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET, failing=FAILING, slow=SLOW)
 
 
 @pytest.fixture
