@@ -14,17 +14,25 @@ from typing import Any
 
 import pytest
 
-SITE = """\
-- name: Bootstrap the pretend node
-  hosts: all
-  gather_facts: false
-  tasks:
+# The task both pretend bootstraps start with: the secret lands on the pretend node.
+WRITE_TOKEN = """\
     - name: Write the join token where only root may read it
       ansible.builtin.copy:
         content: "{{ lab_join_token }}"
         dest: "{{ target }}/{{ inventory_hostname }}.token"
         mode: "0600"
       no_log: true
+"""
+
+SITE = (
+    """\
+- name: Bootstrap the pretend node
+  hosts: all
+  gather_facts: false
+  tasks:
+"""
+    + WRITE_TOKEN
+    + """\
     - name: Say why nothing is installed
       ansible.builtin.debug:
         msg: "skipping install: a pretend node"
@@ -50,6 +58,7 @@ SITE = """\
         data:
           lab_nodes: "{{ {inventory_hostname: {'address': node_address}} }}"
 """
+)
 
 RESET = """\
 - name: Undo the pretend bootstrap
@@ -76,17 +85,15 @@ FAILING = """\
         src: "{{ target }}/missing-file"
 """
 
-SLOW = """\
+SLOW = (
+    """\
 - name: Hold the token while the run waits
   hosts: all
   gather_facts: false
   tasks:
-    - name: Write the join token where only root may read it
-      ansible.builtin.copy:
-        content: "{{ lab_join_token }}"
-        dest: "{{ target }}/{{ inventory_hostname }}.token"
-        mode: "0600"
-      no_log: true
+"""
+    + WRITE_TOKEN
+    + """\
     - name: Say the run is under way
       ansible.builtin.copy:
         content: "started\\n"
@@ -97,6 +104,7 @@ SLOW = """\
         path: "{{ target }}/never"
         timeout: 60
 """
+)
 
 # Shaped like k3s's k3s.yaml; its key and CA carry markers a test searches the artifacts for.
 KUBECONFIG = textwrap.dedent("""\
