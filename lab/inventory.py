@@ -69,7 +69,10 @@ def _host_vars(node: Node, lab: LabConfig) -> dict[str, Any]:
         "ansible_host": node.address,
         "ansible_user": node.user,
         "ansible_port": lab.ssh.port,
-        "ansible_ssh_private_key_file": str(Path(lab.ssh.key_path).expanduser()),
+        # As written: Ansible's ssh plugin (`os.path.expanduser`) and OpenSSH's `-i`
+        # (`tilde_expand_filename`) expand `~` where the playbook runs, so the inventory stored
+        # in the Pulumi state names no one's home directory.
+        "ansible_ssh_private_key_file": lab.ssh.key_path,
         "node_address": node.address,
         "node_role": node.role.value,
         "node_gpus": node.gpus,

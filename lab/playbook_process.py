@@ -31,6 +31,13 @@ _RESULT_EVENTS = {
 }
 
 
+# ansible-runner turns Ansible's host key checking off unless the environment sets it
+# (ansible_runner/config/_base.py), and Ansible's ssh plugin then puts `-o StrictHostKeyChecking=no`
+# before the inventory's own options; ssh keeps the first value it gets for an option, so the
+# stack's `ssh.hostKeyPolicy` (in ansible_ssh_common_args) would never apply.
+_HOST_KEYS_CHECKED = {"ANSIBLE_HOST_KEY_CHECKING": "True"}
+
+
 # Modules whose message is the point of the task (e.g. why a step is skipped): shown in progress.
 _DEBUG_ACTIONS = {"debug", "ansible.builtin.debug"}
 
@@ -135,7 +142,7 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
             inventory=request.inventory,
             extravars=request.extravars,
             cmdline=cmdline,
-            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg")},
+            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"), **_HOST_KEYS_CHECKED},
             suppress_env_files=True,
             quiet=True,
             event_handler=recorder,

@@ -67,11 +67,12 @@ def _inputs(checkout: Path, inventory: dict | None) -> dict:
     return json.loads(done.stdout)
 
 
-def _host(checkout: Path, tmp_path: Path) -> AbstractContextManager[ProviderHost]:
+def _host(checkout: Path, tmp_path: Path, **env: str) -> AbstractContextManager[ProviderHost]:
+    """The provider host for `checkout`, with the operator's credentials (and `env`) around it."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
     credentials = {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PULUMI_ACCESS_TOKEN": PASSPHRASE}
-    return provider_host(HostBootstrapProvider(), elsewhere, checkout, credentials)
+    return provider_host(HostBootstrapProvider(), elsewhere, checkout, {**credentials, **env})
 
 
 def _create(host: ProviderHost, inputs: dict) -> tuple[str, dict, dict]:
@@ -125,14 +126,23 @@ def test_destroy_works_from_a_moved_checkout(target: Path, tmp_path: Path) -> No
     assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "reset.yml did not run"
     assert list((moved / ".lab" / "demo" / "ansible-runner" / "artifacts").iterdir())
 
-    # Over SSH, the stack's known_hosts file is the moved checkout's.
+    # Over SSH, the stack's known_hosts file is the moved checkout's, and the key is found in the
+    # home directory of whoever runs the destroy.
     fake_ssh = tmp_path / "ssh"
     fake_ssh.write_text(FAKE_SSH)
     fake_ssh.chmod(0o755)
     inventory = _inputs(moved, None)["inventory"]
     inventory["all"]["vars"].update(ansible_ssh_executable=str(fake_ssh), target=str(target))
-    with _host(moved, tmp_path) as host, pytest.raises(grpc.RpcError, match=r"reset\.yml failed"):
+    home = tmp_path / "home"
+    home.mkdir()
+    with (
+        _host(moved, tmp_path, HOME=str(home)) as host,
+        pytest.raises(grpc.RpcError, match=r"reset\.yml failed"),
+    ):
         host.configure()
         host.delete(id_, {**outs, "inventory": inventory})
     calls = (tmp_path / "ssh-calls").read_text()
     assert f"UserKnownHostsFile={moved / '.lab' / 'demo' / 'known_hosts'}" in calls
+    assert f'IdentityFile="{home}/.ssh/id_ed25519"' in calls
+    # The stack's host-key policy (accept-new by default) is the only one ssh is given.
+    assert "StrictHostKeyChecking=accept-new" in calls and "StrictHostKeyChecking=no" not in calls
