@@ -121,7 +121,7 @@ class Outcome:
         return cls(result, failures, data["status"], data["output"])
 
 
-def scrub_secrets(workdir: Path) -> None:
+def _scrub_secrets(workdir: Path) -> None:
     """Remove every secret a run may have left in `workdir`.
 
     A process that was killed leaves its secret variables file, and, when it died while
@@ -190,11 +190,11 @@ def run_playbook(
         quiet,
     )
     with _exclusive(workdir):
-        scrub_secrets(workdir)
+        _scrub_secrets(workdir)
         try:
             answer, returncode = _run_process(request)
         finally:
-            scrub_secrets(workdir)
+            _scrub_secrets(workdir)
     if answer is None:
         raise PlaybookError(playbook, [], _how_it_ended(returncode))
     if answer.result is None:
@@ -271,5 +271,4 @@ __all__ = [
     "PlaybookError",
     "PlaybookResult",
     "run_playbook",
-    "scrub_secrets",
 ]
