@@ -21,7 +21,7 @@ pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
 # Kubernetes install have no cluster, and an empty kubeconfig would send the provider to the
 # operator's default one, so nothing is declared there.
 if lab.installs_kubernetes:
-    provider = hosts.kubernetes_provider(bootstrap)
+    provider = hosts.kubernetes_provider(bootstrap, pulumi.get_stack())
     cluster = Cluster("lab", lab, provider, context).outputs
     pulumi.export("image", cluster.image)
     pulumi.export("run", cluster.run_name)

@@ -557,21 +557,47 @@ def load_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> LabConfig:
 
 
 def from_pulumi() -> LabConfig:
-    """The validated configuration of the running Pulumi stack."""
-    import pulumi
+    """The validated configuration of the running Pulumi stack, every `k8scifar:*` key of it.
 
-    config = pulumi.Config(PROJECT)
+    The language host hands the program the stack's whole configuration as strings, objects and
+    lists as JSON, `secure:` values decrypted, their keys listed as secret, in PULUMI_CONFIG and
+    PULUMI_CONFIG_SECRET_KEYS (pulumi/pulumi: sdk/python/cmd/pulumi-language-python/main.go), and
+    the SDK's launcher loads both before the program starts (sdk/python/cmd/
+    pulumi-language-python-exec: set_all_config). Keys of other namespaces (`kubernetes:*`,
+    `pulumi:*`) belong to others and are left alone.
+    """
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    prefix = f"{PROJECT}:"
+    names = set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
     values: dict[str, Any] = {}
-    for field in LabConfig.model_fields.values():
-        raw = config.get(field.alias or "")
-        if raw is None:
+    problems = []
+    for key in sorted(k for k in names if k.startswith(prefix)):
+        if runtime_config.is_config_secret(key):
+            # Every value of the lab ends up in plain text in the inventory, the state and on the
+            # nodes: encrypting it in the stack file would only pretend to keep it secret.
+            problems.append(
+                f"{key}: is stored encrypted (secure:), but the lab keeps no value of its stack"
+                " file secret; set it in plain text (`pulumi config set` without --secret)"
+            )
             continue
-        # Pulumi hands structured values over as JSON and plain ones as text.
+        values[key.removeprefix(prefix)] = _from_text(runtime_config.get_config(key))
+    source = f"stack {pulumi.get_stack()!r}"
+    if problems:
+        raise ConfigError(source, problems)
+    return parse_config(values, source=source)
+
+
+def _from_text(raw: str) -> Any:
+    """A value as the stack file holds it: objects and lists come as JSON, scalars as their text,
+    which the model converts as it converts the stack file's own scalars."""
+    if raw.lstrip().startswith(("{", "[")):
         try:
-            values[field.alias or ""] = json.loads(raw)
+            return json.loads(raw)
         except ValueError:
-            values[field.alias or ""] = raw
-    return parse_config(values, source=f"stack {pulumi.get_stack()!r}")
+            return raw
+    return raw
 
 
 def all_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:

@@ -4,7 +4,10 @@
 ansible/playbooks/site.yml on create and update, and reset.yml on delete. `diff` compares a
 content hash of the playbooks, roles, generated inventory and variables, so a `pulumi up` with
 nothing changed runs no Ansible at all. The engine hands `delete` the stored outputs, not the
-inputs, so everything reset needs is kept in the outputs.
+inputs, so everything reset needs is kept in the outputs, and nothing there names a place in
+this checkout: the Ansible tree, the runner's work directory and the stack's known_hosts file are
+found where the running code lives, so `pulumi destroy` works from a moved or re-cloned checkout.
+The playbooks themselves run in a fresh process (lab.playbook), never in the provider host.
 
 The join token is generated once, on create, and kept (secret) in the outputs; the kubeconfig
 comes back from the server through `set_stats`, rewritten to the server's reachable address.
@@ -26,13 +29,16 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from lab import kubeconfig
 from lab.config import LabConfig
-from lab.inventory import STATE_DIR, build_inventory, known_hosts_file, stack_state_dir
-from lab.playbook import ANSIBLE_DIR, run_playbook
+from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
+from lab.playbook import ANSIBLE_DIR, PlaybookResult, run_playbook
 
 SECRET_OUTPUTS = ["token", "kubeconfig"]
 # Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
 # although nothing changed; leaving it out later changes nothing.
 RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
+# Where the stored inventory names the stack's known_hosts file: a variable, set to this
+# checkout's file when a playbook runs (Ansible templates connection variables).
+KNOWN_HOSTS_REFERENCE = "{{ lab_known_hosts }}"
 _TOKEN_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -58,42 +64,43 @@ def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[s
 
 
 def bootstrap_inputs(
-    lab: LabConfig,
-    stack: str,
-    *,
-    ansible_dir: Path = ANSIBLE_DIR,
-    state_dir: Path = STATE_DIR,
-    inventory: dict[str, Any] | None = None,
+    lab: LabConfig, stack: str, *, inventory: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The resource's inputs for `lab`: inventory, variables, where Ansible runs, and their hash.
+    """The resource's inputs for `lab`: inventory, variables and their hash, with no local path.
 
-    `inventory` replaces the generated one (tests point it at a local connection).
+    The inventory names the stack's known_hosts file through the `lab_known_hosts` variable, set
+    when a playbook runs. `inventory` replaces the generated one (tests point it at a local
+    connection).
     """
     if inventory is None:
-        inventory = build_inventory(lab, known_hosts_file(stack, state_dir))
+        inventory = build_inventory(lab, KNOWN_HOSTS_REFERENCE)
     extravars = {"lab_stack": stack}
     return {
         "stack": stack,
         "server_address": lab.server.address,
-        "ansible_dir": str(ansible_dir),
-        "workdir": str(stack_state_dir(stack, state_dir) / "ansible-runner"),
         "inventory": inventory,
         "extravars": extravars,
-        "content_hash": content_hash(ansible_dir, inventory, extravars),
+        "content_hash": content_hash(ANSIBLE_DIR, inventory, extravars),
         "rerun": os.environ.get(RERUN_VARIABLE, ""),
     }
 
 
+def _run(props: dict[str, Any], playbook: str, secret_vars: dict[str, Any] | None = None) -> PlaybookResult:
+    """Run `playbook` for the stored `props` with this checkout's Ansible tree and state."""
+    stack = props["stack"]
+    local = {"lab_known_hosts": str(known_hosts_file(stack))}
+    return run_playbook(
+        stack_state_dir(stack) / "ansible-runner",
+        playbook,
+        props["inventory"],
+        {**props["extravars"], **local},
+        secret_vars=secret_vars,
+    )
+
+
 def _site(props: dict[str, Any], token: str) -> dict[str, Any]:
     """Run site.yml with `props`; the outputs the resource keeps."""
-    result = run_playbook(
-        Path(props["workdir"]),
-        "site.yml",
-        props["inventory"],
-        props["extravars"],
-        secret_vars={"lab_join_token": token},
-        ansible_dir=Path(props["ansible_dir"]),
-    )
+    result = _run(props, "site.yml", secret_vars={"lab_join_token": token})
     raw = result.stats.get("lab_kubeconfig", "")
     return {
         **props,
@@ -118,13 +125,7 @@ class HostBootstrapProvider(ResourceProvider):
         return UpdateResult(_site(news, olds["token"]))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        run_playbook(
-            Path(props["workdir"]),
-            "reset.yml",
-            props["inventory"],
-            props["extravars"],
-            ansible_dir=Path(props["ansible_dir"]),
-        )
+        _run(props, "reset.yml")
 
 
 class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):
@@ -148,19 +149,33 @@ class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):
         )
 
 
-def kubernetes_provider(bootstrap: HostBootstrap) -> k8s.Provider:
+def cluster_identifier(stack: str) -> str:
+    """The Kubernetes provider's identity: one per stack, whatever its kubeconfig says."""
+    return f"k8scifar-{stack}"
+
+
+def kubernetes_provider(bootstrap: HostBootstrap, stack: str) -> k8s.Provider:
     """The Kubernetes provider of the lab, built from the bootstrap's kubeconfig.
 
     Every Kubernetes object declared through it depends on the bootstrap, so destroy removes
-    them before reset.yml runs.
+    them before reset.yml runs. With a bootstrap update pending, the kubeconfig is unknown in the
+    preview (dynamic resources do not preview), and pulumi-kubernetes then plans to replace the
+    provider, and with it every object under it, volumes and training included (pulumi/pulumi#4326;
+    pulumi-kubernetes#577 replaces on a computed kubeconfig, #2745 added the way out): a stable
+    `cluster_identifier` makes the provider replaced only when that identifier changes.
     """
-    return k8s.Provider("lab", kubeconfig=pulumi.Output.secret(bootstrap.kubeconfig))
+    return k8s.Provider(
+        "lab",
+        kubeconfig=pulumi.Output.secret(bootstrap.kubeconfig),
+        cluster_identifier=cluster_identifier(stack),
+    )
 
 
 __all__ = [
     "HostBootstrap",
     "HostBootstrapProvider",
     "bootstrap_inputs",
+    "cluster_identifier",
     "content_hash",
     "kubernetes_provider",
     "new_join_token",

@@ -33,7 +33,7 @@ def known_hosts_file(stack: str, base: Path = STATE_DIR) -> Path:
     return path
 
 
-def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path) -> str:
+def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path | str) -> str:
     """ssh options implementing the stack's host-key policy."""
     if policy is HostKeyPolicy.OFF:
         return "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
@@ -69,7 +69,10 @@ def _host_vars(node: Node, lab: LabConfig) -> dict[str, Any]:
         "ansible_host": node.address,
         "ansible_user": node.user,
         "ansible_port": lab.ssh.port,
-        "ansible_ssh_private_key_file": str(Path(lab.ssh.key_path).expanduser()),
+        # As written: Ansible's ssh plugin (`os.path.expanduser`) and OpenSSH's `-i`
+        # (`tilde_expand_filename`) expand `~` where the playbook runs, so the inventory stored
+        # in the Pulumi state names no one's home directory.
+        "ansible_ssh_private_key_file": lab.ssh.key_path,
         "node_address": node.address,
         "node_role": node.role.value,
         "node_gpus": node.gpus,
@@ -81,8 +84,11 @@ def _group(nodes: list[Node]) -> dict[str, Any]:
     return {"hosts": {n.name: {} for n in nodes}}
 
 
-def build_inventory(lab: LabConfig, known_hosts: Path) -> dict[str, Any]:
-    """The inventory (Ansible's YAML shape, as a dict) for `lab`, checking host keys against `known_hosts`."""
+def build_inventory(lab: LabConfig, known_hosts: Path | str) -> dict[str, Any]:
+    """The inventory (Ansible's YAML shape, as a dict) for `lab`, checking host keys against `known_hosts`.
+
+    `known_hosts` is a file, or a Jinja reference to a variable that holds one when the playbook runs.
+    """
     common = {
         "ansible_become": True,
         "ansible_ssh_common_args": ssh_common_args(lab.ssh.host_key_policy, known_hosts),

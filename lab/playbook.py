@@ -1,41 +1,52 @@
-"""Runs one of the lab's playbooks through ansible-runner and reports what happened.
+"""Runs one of the lab's playbooks through ansible-runner, in a fresh Python process, and reports.
 
-Progress is printed as one line per task result (host, task, status) and a recap per host, so a
-person can follow a bootstrap; a failure raises PlaybookError naming the host, the task and the
-module's message. Values the playbook returns with `set_stats` come back in the result (the fact
-cache is empty with ansible-core 2.19).
+Why a fresh process: on `pulumi up` this code runs inside Pulumi's dynamic provider host, a gRPC
+server whose threads are running; ansible-runner starts `ansible-playbook` through pexpect, which
+forks, and a fork taken while gRPC threads run dies (SIGSEGV or SIGABRT) before the playbook
+starts in a large share of runs (pulumi/pulumi#9110, #18849; grpc/grpc#13873). So `run_playbook`
+starts `python -m lab.playbook_process` with `subprocess` (fork and exec in one step, no Python
+code between them), hands it the request, secrets included, on stdin and reads the result, the
+kubeconfig included, from its stdout: neither touches disk or a command line. Progress lines
+(one per task result and a recap per host) reach the operator on stderr as they happen; a failure
+raises PlaybookError naming the host, the task and the module's message. Values the playbook
+returns with `set_stats` come back in the result (the fact cache is empty with ansible-core 2.19).
 
-Secrets never reach ansible-runner's artifacts: env files are suppressed, secret variables travel
-in a private file that is removed after the run, and the set_stats payload (which may hold the
-kubeconfig) is taken out of the stats event before it is written to disk.
+Secrets never reach ansible-runner's artifacts: the process gets only the environment variables
+that ansible-playbook and ssh need (ansible-runner writes the whole environment into its `command`
+artifact at start, and the operator's may hold PULUMI_CONFIG_PASSPHRASE or an access token), env
+files are suppressed, secret variables travel in a private file that exists only while the
+playbook runs (removed by the process, and again by this one after the process ended, however it
+ended, and at the start of the next run), and the set_stats payload is taken out of the stats event
+before ansible-runner writes the event to disk.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
-import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import ansible_runner
-
-ANSIBLE_DIR = Path(__file__).resolve().parent.parent / "ansible"
-
-# Events that end a task on one host, and the word shown for each.
-_RESULT_EVENTS = {
-    "runner_on_ok": "ok",
-    "runner_on_failed": "failed",
-    "runner_on_unreachable": "unreachable",
-    "runner_on_skipped": "skipped",
-}
-
-
-# Modules whose message is the point of the task (e.g. why a step is skipped): shown in progress.
-_DEBUG_ACTIONS = {"debug", "ansible.builtin.debug"}
+ROOT = Path(__file__).resolve().parent.parent
+ANSIBLE_DIR = ROOT / "ansible"
+# The module run as the fresh process (lab/playbook_process.py).
+PROCESS_MODULE = "lab.playbook_process"
+# The private directories that hold secret variables while a playbook runs, in the work directory.
+SECRETS_PREFIX = "secrets-"
+# The key of the answer line that gives ansible-playbook's process id.
+PLAYBOOK_PID = "playbook_pid"
+# Environment variables the playbook process keeps: what ansible-playbook and ssh need (home,
+# locale, the SSH agent's socket), nothing that authenticates anyone.
+KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
 
 
 class PlaybookError(RuntimeError):
@@ -49,7 +60,7 @@ class PlaybookError(RuntimeError):
             detail = "\n".join(f"  - {f}" for f in failures)
         else:
             tail = "\n".join(f"    {line}" for line in output.strip().splitlines()[-15:])
-            detail = f"  - ansible-runner ended with status {status!r} before any task failed:\n{tail}"
+            detail = f"  - the run ended with status {status!r} before any task failed:\n{tail}"
         super().__init__(f"{playbook} failed:\n{detail}")
 
 
@@ -78,91 +89,71 @@ class PlaybookResult:
         return sum(self.changed.values())
 
 
-def _message(result: Mapping[str, Any]) -> str:
-    """The most telling words a failed module left behind: its message and a command's stderr."""
-    words = [str(result[key]).strip() for key in ("msg", "reason", "stderr") if result.get(key)]
-    if not words and result.get("stdout"):
-        words.append(str(result["stdout"]).strip())
-    return ": ".join(words) or "no message (run again with more verbosity to see why)"
+@dataclass(frozen=True)
+class Request:
+    """What the playbook process is asked to do; it travels on the process's stdin only."""
+
+    workdir: str
+    playbook: str
+    inventory: dict[str, Any]
+    extravars: dict[str, Any]
+    secret_vars: dict[str, Any]
+    ansible_dir: str
+    quiet: bool
 
 
-class _Recorder:
-    """Follows the event stream: prints progress, collects failures, counts and set_stats data."""
+@dataclass(frozen=True)
+class Outcome:
+    """What the playbook process answers on its stdout: a result, or why the run failed."""
 
-    def __init__(self, playbook: str, out: TextIO | None) -> None:
-        self.result = PlaybookResult(playbook)
-        self.failures: list[Failure] = []
-        self.out = out
+    result: PlaybookResult | None = None
+    failures: list[Failure] = field(default_factory=list)
+    status: str = ""
+    output: str = ""
 
-    def _say(self, line: str) -> None:
-        if self.out is not None:
-            print(line, file=self.out, flush=True)
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
 
-    def __call__(self, event: dict[str, Any]) -> bool:
-        kind = event.get("event", "")
-        data = event.get("event_data", {})
-        if kind == "playbook_on_play_start":
-            self._say(f"PLAY {data.get('name') or data.get('play', '')}")
-        elif kind in _RESULT_EVENTS:
-            self._task_result(kind, data)
-        elif kind == "playbook_on_stats":
-            self._stats(data)
-        return True
-
-    def _task_result(self, kind: str, data: dict[str, Any]) -> None:
-        host, task = data.get("host", "?"), data.get("task", "?")
-        res = data.get("res") or {}
-        status = _RESULT_EVENTS[kind]
-        if kind == "runner_on_ok" and res.get("changed"):
-            status = "changed"
-        elif kind == "runner_on_ok" and "censored" in res:
-            status = "no_log"  # a hidden result does not say whether it changed anything
-        if kind == "runner_on_failed" and data.get("ignore_errors"):
-            status = "failed (ignored)"
-        elif kind in {"runner_on_failed", "runner_on_unreachable"}:
-            self.failures.append(Failure(host, task, _message(res)))
-        said = f": {res['msg']}" if data.get("task_action") in _DEBUG_ACTIONS and res.get("msg") else ""
-        self._say(f"  {status:<11} {host}: {task}{said}")
-
-    def _stats(self, data: dict[str, Any]) -> None:
-        # Keep the set_stats payload in memory only: it may carry the kubeconfig.
-        self.result.stats = data.pop("artifact_data", {}) or {}
-        hosts = set(data.get("ok", {})) | set(data.get("changed", {})) | set(data.get("skipped", {}))
-        hosts |= set(data.get("failures", {})) | set(data.get("dark", {}))
-        for host in sorted(hosts):
-            self.result.changed[host] = data.get("changed", {}).get(host, 0)
-            self.result.ok[host] = data.get("ok", {}).get(host, 0)
-            self.result.skipped[host] = data.get("skipped", {}).get(host, 0)
-            failed = data.get("failures", {}).get(host, 0) + data.get("dark", {}).get(host, 0)
-            self._say(
-                f"RECAP {host}: ok={self.result.ok[host]} changed={self.result.changed[host]}"
-                f" skipped={self.result.skipped[host]} failed={failed}"
-            )
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        result = PlaybookResult(**data["result"]) if data["result"] is not None else None
+        failures = [Failure(**f) for f in data["failures"]]
+        return cls(result, failures, data["status"], data["output"])
 
 
-def _write_private(directory: Path, name: str, content: str) -> Path:
-    path = directory / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(content)
-    return path
+def _scrub_secrets(workdir: Path) -> None:
+    """Remove every secret a run may have left in `workdir`.
 
-
-def _forget_environment(artifact_dir: Path) -> None:
-    """Drop the process environment ansible-runner records in its `command` artifact.
-
-    The caller's environment may hold credentials (a Pulumi passphrase or access token).
+    A process that was killed leaves its secret variables file, and, when it died while
+    ansible-runner was taking an event in, that event's `-partial.json` (the stats event holds the
+    kubeconfig until the runner strips it).
     """
-    command = artifact_dir / "command"
-    if command.is_file():
-        record = json.loads(command.read_text())
-        record.pop("env", None)
-        command.write_text(json.dumps(record))
+    for leftover in workdir.glob(f"{SECRETS_PREFIX}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    for partial in workdir.glob("artifacts/*/job_events/*-partial.json"):
+        partial.unlink(missing_ok=True)
 
 
-def _search_path() -> str:
-    """PATH with this Python environment's bin/ first: Pulumi may run us without it on PATH."""
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+@contextmanager
+def _exclusive(workdir: Path) -> Iterator[None]:
+    """One run at a time in a work directory: scrubbing at start-up must not hit a live run's files."""
+    with open(workdir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _environment() -> dict[str, str]:
+    """The playbook process's environment: the kept variables, this Python's bin/ first on PATH
+    (Pulumi may run us without it) and this checkout's lab package importable."""
+    kept = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+    return {**kept, "PATH": path, "PYTHONPATH": str(ROOT)}
+
+
+def _how_it_ended(returncode: int) -> str:
+    if returncode < 0:
+        return f"playbook process killed by {signal.Signals(-returncode).name}"
+    return f"playbook process exited with code {returncode} without a result"
 
 
 def run_playbook(
@@ -177,40 +168,107 @@ def run_playbook(
 ) -> PlaybookResult:
     """Run `ansible_dir/playbooks/<playbook>` (e.g. "site.yml") against `inventory`.
 
+    Safe to call from any process, the Pulumi provider host included: the run happens in a fresh
+    Python process.
     workdir: ansible-runner's private data dir (created 0700; its artifacts hold no secrets).
     inventory: an Ansible YAML-style inventory dict, e.g. from lab.inventory.build_inventory.
     extravars: non-secret extra variables (they appear in ansible-runner's command artifact).
-    secret_vars: variables that must stay secret (join token); passed through a 0600 file
-        that exists only while the playbook runs. Tasks using them must set `no_log`.
+    secret_vars: variables that must stay secret (tokens); they reach ansible-playbook through a
+        0600 file that exists only while the playbook runs. Tasks using them must set `no_log`.
     quiet: print nothing; otherwise one line per task result and a recap per host go to stderr.
     Returns the per-host counts and the `set_stats` values; raises PlaybookError on failure.
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    recorder = _Recorder(playbook, None if quiet else sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="secrets-", dir=workdir) as secrets_dir:
-        cmdline = None
-        if secret_vars:
-            path = _write_private(Path(secrets_dir), "vars.json", json.dumps(dict(secret_vars)))
-            cmdline = f"-e @{path}"
-        runner = ansible_runner.run(
-            private_data_dir=str(workdir),
-            project_dir=str(ansible_dir),
-            playbook=f"playbooks/{playbook}",
-            inventory=dict(inventory),
-            extravars=dict(extravars or {}),
-            cmdline=cmdline,
-            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"), "PATH": _search_path()},
-            suppress_env_files=True,
-            quiet=True,
-            event_handler=recorder,
-            rotate_artifacts=5,
-        )
-    _forget_environment(Path(runner.config.artifact_dir))
-    if runner.status != "successful" or recorder.failures:
-        output = runner.stdout.read() if runner.stdout else ""
-        raise PlaybookError(playbook, recorder.failures, runner.status, output)
-    return recorder.result
+    request = Request(
+        str(workdir.resolve()),
+        playbook,
+        dict(inventory),
+        dict(extravars or {}),
+        dict(secret_vars or {}),
+        str(Path(ansible_dir).resolve()),
+        quiet,
+    )
+    with _exclusive(workdir):
+        _scrub_secrets(workdir)
+        try:
+            answer, returncode = _run_process(request)
+        finally:
+            _scrub_secrets(workdir)
+    if answer is None:
+        raise PlaybookError(playbook, [], _how_it_ended(returncode))
+    if answer.result is None:
+        raise PlaybookError(playbook, answer.failures, answer.status, answer.output)
+    return answer.result
 
 
-__all__ = ["ANSIBLE_DIR", "Failure", "PlaybookError", "PlaybookResult", "run_playbook"]
+def _run_process(request: Request) -> tuple[Outcome | None, int]:
+    """Start the playbook process, hand it `request`, and return its outcome and exit code.
+
+    Its stdin stays open until it has answered: when this process dies first, the playbook
+    process sees the end of its stdin and cancels the run. When the playbook process dies without
+    an outcome, the ansible-playbook it started is stopped too: pexpect made it the leader of its
+    own session, immune to the hang-up, and it would go on changing hosts unobserved and write
+    the set_stats payload (the kubeconfig) into a partial event that nobody strips.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", PROCESS_MODULE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=_environment(),
+        cwd=request.workdir,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    outcome, playbook_pid = None, None
+    try:
+        process.stdin.write(json.dumps(asdict(request)) + "\n")
+        process.stdin.flush()
+        for line in process.stdout:
+            said = json.loads(line)
+            if PLAYBOOK_PID in said:
+                playbook_pid = said[PLAYBOOK_PID]
+            else:
+                outcome = Outcome.from_dict(said)
+    finally:
+        process.stdin.close()
+        process.stdout.close()
+        returncode = process.wait()
+        if outcome is None and playbook_pid is not None:
+            _stop_session(playbook_pid)
+    return outcome, returncode
+
+
+def _stop_session(leader: int) -> None:
+    """Stop the ansible-playbook that leads session `leader`, if it still does.
+
+    SIGTERM first: ansible-playbook then stops its workers, which run in sessions of their own.
+    """
+    try:
+        if os.getsid(leader) != leader:
+            return
+        os.kill(leader, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while not _gone(leader):
+            if time.monotonic() > deadline:
+                os.killpg(leader, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+    except ProcessLookupError:
+        return
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has ended (a zombie waiting for its new parent to reap it has)."""
+    os.kill(pid, 0)  # ProcessLookupError once it is reaped
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+__all__ = [
+    "ANSIBLE_DIR",
+    "Failure",
+    "PlaybookError",
+    "PlaybookResult",
+    "run_playbook",
+]

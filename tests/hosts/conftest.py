@@ -14,17 +14,25 @@ from typing import Any
 
 import pytest
 
-SITE = """\
-- name: Bootstrap the pretend node
-  hosts: all
-  gather_facts: false
-  tasks:
+# The task both pretend bootstraps start with: the secret lands on the pretend node.
+WRITE_TOKEN = """\
     - name: Write the join token where only root may read it
       ansible.builtin.copy:
         content: "{{ lab_join_token }}"
         dest: "{{ target }}/{{ inventory_hostname }}.token"
         mode: "0600"
       no_log: true
+"""
+
+SITE = (
+    """\
+- name: Bootstrap the pretend node
+  hosts: all
+  gather_facts: false
+  tasks:
+"""
+    + WRITE_TOKEN
+    + """\
     - name: Say why nothing is installed
       ansible.builtin.debug:
         msg: "skipping install: a pretend node"
@@ -50,6 +58,7 @@ SITE = """\
         data:
           lab_nodes: "{{ {inventory_hostname: {'address': node_address}} }}"
 """
+)
 
 RESET = """\
 - name: Undo the pretend bootstrap
@@ -75,6 +84,27 @@ FAILING = """\
       ansible.builtin.slurp:
         src: "{{ target }}/missing-file"
 """
+
+SLOW = (
+    """\
+- name: Hold the token while the run waits
+  hosts: all
+  gather_facts: false
+  tasks:
+"""
+    + WRITE_TOKEN
+    + """\
+    - name: Say the run is under way
+      ansible.builtin.copy:
+        content: "started\\n"
+        dest: "{{ target }}/started"
+        mode: "0644"
+    - name: Wait for a file that never comes
+      ansible.builtin.wait_for:
+        path: "{{ target }}/never"
+        timeout: 60
+"""
+)
 
 # Shaped like k3s's k3s.yaml; its key and CA carry markers a test searches the artifacts for.
 KUBECONFIG = textwrap.dedent("""\
@@ -124,7 +154,7 @@ def make_ansible_dir(root: Path, **playbooks: str) -> Path:
 
 @pytest.fixture
 def ansible_dir(tmp_path: Path) -> Path:
-    return make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET, failing=FAILING)
+    return make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET, failing=FAILING, slow=SLOW)
 
 
 @pytest.fixture

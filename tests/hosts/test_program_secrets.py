@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.hosts import SECRET_OUTPUTS
+from lab.hosts import SECRET_OUTPUTS, cluster_identifier
 from tests.program.harness import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN, ProgramRun, run_program
 
 
@@ -39,6 +39,13 @@ def test_kubernetes_objects_go_through_the_bootstrap_provider(program: ProgramRu
     objects = program.kubernetes_objects()
     assert objects, "the program declares no Kubernetes objects to check"
     assert all(r.provider.startswith(provider.urn) for r in objects)
+
+
+def test_the_provider_keeps_one_identity_per_stack(program: ProgramRun) -> None:
+    """A pending bootstrap update leaves the kubeconfig unknown in the preview; without a stable
+    identifier pulumi-kubernetes would plan to replace the provider and every object under it."""
+    (provider,) = [r for r in program.resources if r.type == "pulumi:providers:kubernetes"]
+    assert provider.inputs["clusterIdentifier"] == cluster_identifier("example-gpu") == "k8scifar-example-gpu"
 
 
 def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lab.playbook import PlaybookError, PlaybookResult, run_playbook
+from lab.playbook import PROCESS_MODULE, SECRETS_PREFIX, PlaybookError, PlaybookResult, run_playbook
 from tests.hosts.conftest import local_inventory
 
 TOKEN = "abcdef.0123456789abcdef"
@@ -19,7 +24,8 @@ def _site(ansible_dir: Path, target: Path, work: Path, hosts: list[str], **optio
     options.setdefault("secret_vars", {"lab_join_token": TOKEN})
     options.setdefault("extravars", {"lab_stack": "demo"})
     inventory = options.pop("inventory", None) or local_inventory(target, hosts)
-    return run_playbook(work, "site.yml", inventory, ansible_dir=ansible_dir, **options)
+    playbook = options.pop("playbook", "site.yml")
+    return run_playbook(work, playbook, inventory, ansible_dir=ansible_dir, **options)
 
 
 def _files_containing(root: Path, needles: list[str]) -> list[str]:
@@ -72,6 +78,59 @@ def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Pat
     leaky = {"lab_stack": "demo", "lab_join_token": TOKEN}
     _site(ansible_dir, target, work, ["node-a"], quiet=True, secret_vars=None, extravars=leaky)
     assert any(TOKEN in hit for hit in _files_containing(work, SECRET_MARKERS))
+
+
+def _processes(mentioning: str) -> dict[int, int]:
+    """pid to parent pid of every process whose command line mentions `mentioning`."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if mentioning.encode() in cmdline:
+            found[int(stat.parent.name)] = parent
+    return found
+
+
+def test_a_killed_run_leaves_no_secret(
+    ansible_dir: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL the playbook process half-way: its secrets file goes, the environment never got in.
+
+    A stale secrets file from an earlier killed run is gone by the time the next run is under way.
+    """
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "Env-SECRET-MARKER")
+    work = tmp_path / "work"
+    stale = work / f"{SECRETS_PREFIX}stale"
+    stale.mkdir(parents=True)
+    (stale / "vars.json").write_text(json.dumps({"lab_join_token": TOKEN}))
+    failure: list[BaseException] = []
+
+    def slow_run() -> None:
+        try:
+            _site(ansible_dir, target, work, ["node-a"], quiet=True, playbook="slow.yml")
+        except PlaybookError as err:
+            failure.append(err)
+
+    run = threading.Thread(target=slow_run)
+    run.start()
+    deadline = time.monotonic() + 60
+    while not (target / "started").exists():
+        assert run.is_alive() and time.monotonic() < deadline, f"the slow run never got going: {failure}"
+        time.sleep(0.2)
+    live = [p.name for p in work.glob(f"{SECRETS_PREFIX}*")]
+    assert len(live) == 1 and live != [stale.name], f"expected only the live run's secrets, found {live}"
+    (process,) = [pid for pid, parent in _processes(PROCESS_MODULE).items() if parent == os.getpid()]
+    os.kill(process, signal.SIGKILL)
+    run.join(timeout=60)
+    assert not run.is_alive()
+    assert _processes(str(work)) == {}, "ansible-playbook outlived the killed run"
+    assert "killed by SIGKILL" in str(failure[0])
+    assert (target / "node-a.token").read_text() == TOKEN, "the run was killed before it used the token"
+    assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
+    assert _files_containing(work, SECRET_MARKERS) == []
 
 
 def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: Path, tmp_path: Path) -> None:

@@ -8,7 +8,10 @@ provider and dependencies, and every stack export is resolved, for the tests to 
 from __future__ import annotations
 
 import json
+import os
 import runpy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
 DYNAMIC_RESOURCE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
 FAKE_TOKEN = "abcdef.0123456789abcdef"
+CONFIG_VARIABLE = "PULUMI_CONFIG"
+SECRET_KEYS_VARIABLE = "PULUMI_CONFIG_SECRET_KEYS"
 FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
 
 
@@ -118,11 +123,48 @@ class LabMocks(pulumi.runtime.Mocks):
 
 
 def _config_value(value: Any) -> str:
+    """A stack-file value as the language host hands it over: text as is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def run_program(stack: str, values: dict[str, Any] | None = None, main: Path = MAIN) -> ProgramRun:
-    """Run `main` as stack `stack` (its stack file, or `values` when given) and record it."""
+@contextmanager
+def _language_host_config(config: dict[str, str], secret_keys: list[str]) -> Iterator[None]:
+    """The configuration as `pulumi up` hands it to the program, then loaded the way the SDK does.
+
+    The language host puts every key's value (a string) in PULUMI_CONFIG and the secret keys in
+    PULUMI_CONFIG_SECRET_KEYS (pulumi/pulumi: sdk/python/cmd/pulumi-language-python/main.go);
+    the SDK's launcher reads both into the runtime before running the program
+    (sdk/python/cmd/pulumi-language-python-exec).
+    """
+    saved = {name: os.environ.get(name) for name in (CONFIG_VARIABLE, SECRET_KEYS_VARIABLE)}
+    os.environ[CONFIG_VARIABLE] = json.dumps(config)
+    os.environ[SECRET_KEYS_VARIABLE] = json.dumps(secret_keys)
+    try:
+        pulumi.runtime.set_all_config(
+            pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env()
+        )
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_program(
+    stack: str,
+    values: dict[str, Any] | None = None,
+    main: Path = MAIN,
+    *,
+    other_config: dict[str, str] | None = None,
+    secret_keys: list[str] | None = None,
+) -> ProgramRun:
+    """Run `main` as stack `stack` (its stack file, or `values` when given) and record it.
+
+    `other_config` adds keys of other namespaces (full names, string values); `secret_keys` lists
+    the keys the engine decrypted from `secure:` values.
+    """
     if values is None:
         values = read_stack_values(stack_file(stack))
     run = ProgramRun(stack)
@@ -130,7 +172,7 @@ def run_program(stack: str, values: dict[str, Any] | None = None, main: Path = M
     pulumi.runtime.set_mocks(
         mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
     )
-    pulumi.runtime.set_all_config({f"{PROJECT}:{k}": _config_value(v) for k, v in values.items()})
+    config = {f"{PROJECT}:{k}": _config_value(v) for k, v in values.items()} | (other_config or {})
     exports: dict[str, Any] = {}
     real_export = pulumi.export
 
@@ -156,7 +198,8 @@ def run_program(stack: str, values: dict[str, Any] | None = None, main: Path = M
 
         return pulumi.Output.from_input(settle())
 
-    program()
+    with _language_host_config(config, secret_keys or []):
+        program()
     return run
 
 

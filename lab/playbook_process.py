@@ -1,0 +1,179 @@
+"""The fresh Python process that runs one playbook through ansible-runner, started by lab.playbook.
+
+It reads a `Request` (one line of JSON) on stdin, prints progress on stderr as the run goes, and
+answers on stdout with ansible-playbook's process id once it is known (a line of JSON) and an
+`Outcome` (the last line). Only the answer goes to stdout: the real stdout is set
+aside and file descriptor 1 points at stderr during the run, so nothing else can corrupt it. When
+its stdin ends before the run does, the process that asked is gone, and the run is cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import ansible_runner
+
+from lab.playbook import PLAYBOOK_PID, SECRETS_PREFIX, Failure, Outcome, PlaybookResult, Request
+
+# Events that end a task on one host, and the word shown for each.
+_RESULT_EVENTS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
+
+
+# ansible-runner turns Ansible's host key checking off unless the environment sets it
+# (ansible_runner/config/_base.py), and Ansible's ssh plugin then puts `-o StrictHostKeyChecking=no`
+# before the inventory's own options; ssh keeps the first value it gets for an option, so the
+# stack's `ssh.hostKeyPolicy` (in ansible_ssh_common_args) would never apply.
+_HOST_KEYS_CHECKED = {"ANSIBLE_HOST_KEY_CHECKING": "True"}
+
+
+# Modules whose message is the point of the task (e.g. why a step is skipped): shown in progress.
+_DEBUG_ACTIONS = {"debug", "ansible.builtin.debug"}
+
+
+def _message(result: Mapping[str, Any]) -> str:
+    """The most telling words a failed module left behind: its message and a command's stderr."""
+    words = [str(result[key]).strip() for key in ("msg", "reason", "stderr") if result.get(key)]
+    if not words and result.get("stdout"):
+        words.append(str(result["stdout"]).strip())
+    # A loop says only "One or more items failed": the first failed item says why.
+    items = [item for item in result.get("results") or [] if isinstance(item, dict)]
+    failed = [item for item in items if item.get("failed") or item.get("unreachable")]
+    if failed:
+        words.append(_message(failed[0]))
+    return ": ".join(words) or "no message (run again with more verbosity to see why)"
+
+
+class _Recorder:
+    """Follows the event stream: prints progress, collects failures, counts and set_stats data."""
+
+    def __init__(self, playbook: str, out: TextIO | None, started: Callable[[int], None]) -> None:
+        self.result = PlaybookResult(playbook)
+        self.failures: list[Failure] = []
+        self.out = out
+        self.started = started
+
+    def _say(self, line: str) -> None:
+        if self.out is not None:
+            print(line, file=self.out, flush=True)
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_start":
+            self.started(event["pid"])
+        elif kind == "playbook_on_play_start":
+            self._say(f"PLAY {data.get('name') or data.get('play', '')}")
+        elif kind in _RESULT_EVENTS:
+            self._task_result(kind, data)
+        elif kind == "playbook_on_stats":
+            self._stats(data)
+        return True
+
+    def _task_result(self, kind: str, data: dict[str, Any]) -> None:
+        host, task = data.get("host", "?"), data.get("task", "?")
+        res = data.get("res") or {}
+        status = _RESULT_EVENTS[kind]
+        if kind == "runner_on_ok" and res.get("changed"):
+            status = "changed"
+        elif kind == "runner_on_ok" and "censored" in res:
+            status = "no_log"  # a hidden result does not say whether it changed anything
+        if kind == "runner_on_failed" and data.get("ignore_errors"):
+            status = "failed (ignored)"
+        elif kind in {"runner_on_failed", "runner_on_unreachable"}:
+            self.failures.append(Failure(host, task, _message(res)))
+        said = f": {res['msg']}" if data.get("task_action") in _DEBUG_ACTIONS and res.get("msg") else ""
+        self._say(f"  {status:<11} {host}: {task}{said}")
+
+    def _stats(self, data: dict[str, Any]) -> None:
+        # Keep the set_stats payload in memory only: it may carry the kubeconfig.
+        self.result.stats = data.pop("artifact_data", {}) or {}
+        hosts = set(data.get("ok", {})) | set(data.get("changed", {})) | set(data.get("skipped", {}))
+        hosts |= set(data.get("failures", {})) | set(data.get("dark", {}))
+        for host in sorted(hosts):
+            self.result.changed[host] = data.get("changed", {}).get(host, 0)
+            self.result.ok[host] = data.get("ok", {}).get(host, 0)
+            self.result.skipped[host] = data.get("skipped", {}).get(host, 0)
+            failed = data.get("failures", {}).get(host, 0) + data.get("dark", {}).get(host, 0)
+            self._say(
+                f"RECAP {host}: ok={self.result.ok[host]} changed={self.result.changed[host]}"
+                f" skipped={self.result.skipped[host]} failed={failed}"
+            )
+
+
+def _write_private(directory: Path, name: str, content: str) -> Path:
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+    return path
+
+
+def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int], None]) -> Outcome:
+    """Run the requested playbook in this process.
+
+    `cancelled` is asked while it runs; `started` is told ansible-playbook's process id.
+    """
+    workdir = Path(request.workdir)
+    ansible_dir = Path(request.ansible_dir)
+    recorder = _Recorder(request.playbook, None if request.quiet else sys.stderr, started)
+    # The directory (0700) and its file go when the run ends, however it ends short of a kill;
+    # lab.playbook removes what a killed process left.
+    with tempfile.TemporaryDirectory(prefix=SECRETS_PREFIX, dir=workdir) as secrets_dir:
+        cmdline = None
+        if request.secret_vars:
+            path = _write_private(Path(secrets_dir), "vars.json", json.dumps(request.secret_vars))
+            cmdline = f"-e @{path}"
+        runner = ansible_runner.run(
+            private_data_dir=str(workdir),
+            project_dir=str(ansible_dir),
+            playbook=f"playbooks/{request.playbook}",
+            inventory=request.inventory,
+            extravars=request.extravars,
+            cmdline=cmdline,
+            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"), **_HOST_KEYS_CHECKED},
+            suppress_env_files=True,
+            quiet=True,
+            event_handler=recorder,
+            cancel_callback=cancelled,
+            rotate_artifacts=5,
+        )
+    if runner.status != "successful" or recorder.failures:
+        output = runner.stdout.read() if runner.stdout else ""
+        return Outcome(None, recorder.failures, runner.status, output)
+    return Outcome(recorder.result)
+
+
+def _watch(stdin: TextIO, gone: threading.Event) -> None:
+    stdin.read()
+    gone.set()
+
+
+def main() -> None:
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    request = Request(**json.loads(sys.stdin.readline()))
+    gone = threading.Event()
+    threading.Thread(target=_watch, args=(sys.stdin, gone), daemon=True).start()
+
+    def say(line: str) -> None:
+        answer.write(line + "\n")
+        answer.flush()
+
+    outcome = run(request, gone.is_set, lambda pid: say(json.dumps({PLAYBOOK_PID: pid})))
+    say(outcome.to_json())
+
+
+if __name__ == "__main__":
+    main()
