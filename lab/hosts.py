@@ -6,7 +6,7 @@ content hash of the playbooks, roles, generated inventory and variables, so a `p
 nothing changed runs no Ansible at all. The engine hands `delete` the stored outputs, not the
 inputs, so everything reset needs is kept in the outputs.
 
-The join token is generated once, on create, and kept (secret) in the outputs; the kubeconfig
+The join tokens (lab.tokens) are generated once, on create, and kept (secret) in the outputs; the kubeconfig
 comes back from the server through `set_stats`, rewritten to the server's reachable address.
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
-import string
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +26,12 @@ from lab import kubeconfig
 from lab.config import LabConfig
 from lab.inventory import STATE_DIR, build_inventory, known_hosts_file, stack_state_dir
 from lab.playbook import ANSIBLE_DIR, run_playbook
+from lab.tokens import kept_tokens, new_tokens, playbook_secrets
 
 SECRET_OUTPUTS = ["token", "kubeconfig"]
 # Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
 # although nothing changed; leaving it out later changes nothing.
 RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
-_TOKEN_ALPHABET = string.ascii_lowercase + string.digits
-
-
-def new_join_token() -> str:
-    """A random token in kubeadm's bootstrap-token shape ([a-z0-9]{6}.[a-z0-9]{16}); k3s takes it too."""
-
-    def part(length: int) -> str:
-        return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
-
-    return f"{part(6)}.{part(16)}"
 
 
 def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[str, Any]) -> str:
@@ -84,14 +73,14 @@ def bootstrap_inputs(
     }
 
 
-def _site(props: dict[str, Any], token: str) -> dict[str, Any]:
+def _site(props: dict[str, Any], token: dict[str, str]) -> dict[str, Any]:
     """Run site.yml with `props`; the outputs the resource keeps."""
     result = run_playbook(
         Path(props["workdir"]),
         "site.yml",
         props["inventory"],
         props["extravars"],
-        secret_vars={"lab_join_token": token},
+        secret_vars=playbook_secrets(token),
         ansible_dir=Path(props["ansible_dir"]),
     )
     raw = result.stats.get("lab_kubeconfig", "")
@@ -108,14 +97,14 @@ class HostBootstrapProvider(ResourceProvider):
     """create/update: site.yml; delete: reset.yml; diff: content hash (or an explicit re-run)."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(f"hosts-{props['stack']}", _site(props, new_join_token()))
+        return CreateResult(f"hosts-{props['stack']}", _site(props, new_tokens()))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         asked = bool(news.get("rerun")) and news.get("rerun") != olds.get("rerun")
         return DiffResult(changes=asked or olds.get("content_hash") != news.get("content_hash"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(_site(news, olds["token"]))
+        return UpdateResult(_site(news, kept_tokens(olds["token"])))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         run_playbook(
@@ -134,7 +123,7 @@ class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):
     """
 
     kubeconfig: pulumi.Output[str]
-    token: pulumi.Output[str]
+    token: pulumi.Output[dict]
     nodes: pulumi.Output[dict]
 
     def __init__(self, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
@@ -163,5 +152,4 @@ __all__ = [
     "bootstrap_inputs",
     "content_hash",
     "kubernetes_provider",
-    "new_join_token",
 ]

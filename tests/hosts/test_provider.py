@@ -6,13 +6,13 @@ delete) with a throw-away Ansible tree on a local connection; ansible-runner rea
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml
 
 from lab.config import LabConfig, parse_config
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs, new_join_token
+from lab.hosts import HostBootstrapProvider, bootstrap_inputs
+from lab.tokens import PLAYBOOK_VARIABLES
 from tests.hosts.conftest import local_inventory
 
 LAB = {
@@ -49,8 +49,8 @@ def test_create_diff_update_delete(ansible_dir: Path, target: Path, tmp_path: Pa
 
     created = provider.create(inputs)
     outs = created.outs
-    assert re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", outs["token"])
-    assert (target / "node-b.token").read_text() == outs["token"]
+    assert set(outs["token"]) == set(PLAYBOOK_VARIABLES)
+    assert (target / "node-b.token").read_text() == outs["token"]["k3s_agent_token"]
     kubeconfig = yaml.safe_load(outs["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.9.0.1:6443"
     assert kubeconfig["current-context"] == "demo"
@@ -84,9 +84,3 @@ def test_create_diff_update_delete(ansible_dir: Path, target: Path, tmp_path: Pa
     provider.delete(created.id, updated)
     assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"]
     assert _runs(tmp_path) == 3
-
-
-def test_join_tokens_are_fresh_and_shaped_for_kubeadm() -> None:
-    tokens = {new_join_token() for _ in range(50)}
-    assert len(tokens) == 50
-    assert all(re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", t) for t in tokens)
