@@ -21,6 +21,7 @@ import yaml
 
 from lab.config import all_stacks
 from lab.playbook import ANSIBLE_DIR
+from lab.tokens import PLAYBOOK_VARIABLES
 from tests.hosts.containerd_rules import cri_settings, hosts_toml_problems
 from tests.hosts.k3s_rules import k3s_config_problems, registries_problems
 from tests.hosts.kubeadm_rules import kubeadm_config_problems
@@ -276,3 +277,32 @@ def test_flannel_is_pointed_at_each_node_s_interface(rendered: dict[str, Rendere
         pattern = re.compile(setting.partition("=")[2])
         assert all(pattern.fullmatch(name) for name in interfaces), r.stack
         assert not pattern.fullmatch("docker0") and not pattern.fullmatch("lo"), r.stack
+
+
+COMMAND_MODULES = {"command", "shell", "ansible.builtin.command", "ansible.builtin.shell"}
+
+
+def secrets_on_command_lines(task_file: str) -> list[str]:
+    """Tasks of `task_file` (YAML) that put a join secret on a command line, where `ps` shows it."""
+    found = []
+    for task in yaml.safe_load(task_file) or []:
+        for module in COMMAND_MODULES & set(task):
+            line = yaml.safe_dump(task[module]) + yaml.safe_dump(task.get("args", {}))
+            found += [f"{task['name']}: {v}" for v in PLAYBOOK_VARIABLES.values() if v in line]
+    return found
+
+
+def test_no_join_secret_is_put_on_a_command_line() -> None:
+    task_files = sorted(
+        p
+        for role in ("k3s", "kubeadm", "registry_mirror")
+        for p in (ANSIBLE_DIR / "roles" / role / "tasks").glob("*.yml")
+    )
+    assert {
+        str(p.name): found for p in task_files if (found := secrets_on_command_lines(p.read_text()))
+    } == {}
+    old = (
+        "- name: Recreate the join token\n"
+        "  ansible.builtin.command: kubeadm token create {{ lab_kubeadm_token }} --ttl 24h\n"
+    )
+    assert secrets_on_command_lines(old) == ["Recreate the join token: lab_kubeadm_token"]
