@@ -29,7 +29,7 @@ def _loopback_stack(sshd: Sshd, tmp_path: Path, export: Path) -> Path:
 
 
 def test_results_lists_runs_and_the_sweep_leaderboard(trained_runs: Path) -> None:
-    result = labctl("results", "--stack", "cpu", "--runs-dir", trained_runs)
+    result = labctl("results", "--stack", "example-cpu", "--runs-dir", trained_runs)
     assert result.code == 0, result.err
     single = _summary(trained_runs, "single")
     row = next(line for line in result.out.splitlines() if "│ single " in line)
@@ -47,7 +47,7 @@ def test_results_lists_runs_and_the_sweep_leaderboard(trained_runs: Path) -> Non
 def test_results_fetch_copies_results_and_plots_without_checkpoints(
     trained_runs: Path, tmp_path: Path
 ) -> None:
-    result = labctl("results", "--stack", "cpu", "--runs-dir", trained_runs, "--fetch", tmp_path / "copy")
+    result = labctl("results", "--stack", "example-cpu", "--runs-dir", trained_runs, "--fetch", tmp_path / "copy")
     assert result.code == 0, result.err
     copied = {
         p.relative_to(tmp_path / "copy").as_posix() for p in (tmp_path / "copy").rglob("*") if p.is_file()
@@ -88,7 +88,7 @@ def test_results_with_no_runs_says_so(sshd: Sshd, tmp_path: Path) -> None:
 
 
 def test_status_shows_the_latest_run(trained_runs: Path) -> None:
-    result = labctl("status", "--stack", "cpu", "--runs-dir", trained_runs, "--run", "single")
+    result = labctl("status", "--stack", "example-cpu", "--runs-dir", trained_runs, "--run", "single")
     assert result.code == 0, result.err
     status = json.loads((trained_runs / "single" / "status.json").read_text())
     rows = {
@@ -98,12 +98,12 @@ def test_status_shows_the_latest_run(trained_runs: Path) -> None:
     }
     assert rows["state"] == "complete" and rows["epoch"] == "2" and rows["epochs"] == "2"
     assert rows["test acc"] == f"{status['test_acc']:.2%}" and rows["restarts"] == "0"
-    latest = labctl("status", "--stack", "cpu", "--runs-dir", trained_runs)
+    latest = labctl("status", "--stack", "example-cpu", "--runs-dir", trained_runs)
     assert "run lrsweep/1" in latest.out  # the last one the fixture trained
 
 
 def test_status_names_an_unknown_run(trained_runs: Path) -> None:
-    result = labctl("status", "--stack", "cpu", "--runs-dir", trained_runs, "--run", "nope")
+    result = labctl("status", "--stack", "example-cpu", "--runs-dir", trained_runs, "--run", "nope")
     assert_one_line_error(result, "no run 'nope'", "single")
 
 
@@ -133,7 +133,7 @@ def test_status_follows_a_run_in_progress(trained_runs: Path, tmp_path: Path) ->
         while not _epoch_done(status_file):
             assert trainer.poll() is None and time.monotonic() < deadline, "the trainer did not get going"
             time.sleep(0.5)
-        result = labctl("status", "--stack", "cpu", "--runs-dir", runs)
+        result = labctl("status", "--stack", "example-cpu", "--runs-dir", runs)
     finally:
         trainer.terminate()
         trainer.wait(timeout=60)

@@ -85,7 +85,7 @@ def test_host_network_ranks_pick_their_node_interface() -> None:
 
 @pytest.mark.parametrize(("version", "has_rank"), [("1.27.16", False), ("1.28.15", True)])
 def test_rank_comes_from_the_pod_index_label_where_the_cluster_sets_it(version: str, has_rank: bool) -> None:
-    run = run_program("example-cpu", _with("cpu", kubernetesVersion=version))
+    run = run_program("example-cpu", _with("example-cpu", kubernetesVersion=version))
     env = env_of(_trainer(run))
     label = {"fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}
     assert (env.get("RANK") == label) is has_rank
@@ -191,7 +191,7 @@ def test_unchanged_code_declares_the_same_build_and_changed_code_rolls_the_run(t
 
 def _run_name(**trainer: Any) -> str:
     values = read_stack_values(stack_file("example-cpu"))
-    return run_program("example-cpu", _with("cpu", trainer={**values["trainer"], **trainer})).outputs["run"]
+    return run_program("example-cpu", _with("example-cpu", trainer={**values["trainer"], **trainer})).outputs["run"]
 
 
 def test_a_setting_that_changes_results_is_a_new_run_and_retention_is_not() -> None:
