@@ -9,8 +9,8 @@ this checkout: the Ansible tree, the runner's work directory and the stack's kno
 found where the running code lives, so `pulumi destroy` works from a moved or re-cloned checkout.
 The playbooks themselves run in a fresh process (lab.playbook), never in the provider host.
 
-The join token is generated once, on create, and kept (secret) in the outputs; the kubeconfig
-comes back from the server through `set_stats`, rewritten to the server's reachable address.
+The join tokens (lab.tokens) are generated once, on create, and kept (secret) in the outputs;
+the kubeconfig comes back from the server through `set_stats`, rewritten to the server's reachable address.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
-import string
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from lab import kubeconfig
 from lab.config import LabConfig
 from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
 from lab.playbook import ANSIBLE_DIR, PlaybookResult, run_playbook
+from lab.tokens import kept_tokens, new_tokens, playbook_secrets
 
 SECRET_OUTPUTS = ["token", "kubeconfig"]
 # Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
@@ -39,16 +38,6 @@ RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
 # Where the stored inventory names the stack's known_hosts file: a variable, set to this
 # checkout's file when a playbook runs (Ansible templates connection variables).
 KNOWN_HOSTS_REFERENCE = "{{ lab_known_hosts }}"
-_TOKEN_ALPHABET = string.ascii_lowercase + string.digits
-
-
-def new_join_token() -> str:
-    """A random token in kubeadm's bootstrap-token shape ([a-z0-9]{6}.[a-z0-9]{16}); k3s takes it too."""
-
-    def part(length: int) -> str:
-        return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
-
-    return f"{part(6)}.{part(16)}"
 
 
 def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[str, Any]) -> str:
@@ -98,9 +87,9 @@ def _run(props: dict[str, Any], playbook: str, secret_vars: dict[str, Any] | Non
     )
 
 
-def _site(props: dict[str, Any], token: str) -> dict[str, Any]:
+def _site(props: dict[str, Any], token: dict[str, str]) -> dict[str, Any]:
     """Run site.yml with `props`; the outputs the resource keeps."""
-    result = _run(props, "site.yml", secret_vars={"lab_join_token": token})
+    result = _run(props, "site.yml", secret_vars=playbook_secrets(token))
     raw = result.stats.get("lab_kubeconfig", "")
     return {
         **props,
@@ -115,14 +104,14 @@ class HostBootstrapProvider(ResourceProvider):
     """create/update: site.yml; delete: reset.yml; diff: content hash (or an explicit re-run)."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(f"hosts-{props['stack']}", _site(props, new_join_token()))
+        return CreateResult(f"hosts-{props['stack']}", _site(props, new_tokens()))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         asked = bool(news.get("rerun")) and news.get("rerun") != olds.get("rerun")
         return DiffResult(changes=asked or olds.get("content_hash") != news.get("content_hash"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(_site(news, olds["token"]))
+        return UpdateResult(_site(news, kept_tokens(olds["token"])))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         _run(props, "reset.yml")
@@ -135,7 +124,7 @@ class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):
     """
 
     kubeconfig: pulumi.Output[str]
-    token: pulumi.Output[str]
+    token: pulumi.Output[dict]
     nodes: pulumi.Output[dict]
 
     def __init__(self, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
@@ -178,5 +167,4 @@ __all__ = [
     "cluster_identifier",
     "content_hash",
     "kubernetes_provider",
-    "new_join_token",
 ]

@@ -1,8 +1,14 @@
-"""GPU support on GPU labs only: the `nvidia` RuntimeClass and NVIDIA's device plugin DaemonSet.
+"""GPU support on GPU labs only: the GPU node label, the `nvidia` RuntimeClass and NVIDIA's device plugin.
 
 The host bootstrap installs the NVIDIA container toolkit (which registers the `nvidia` runtime
-handler with containerd) and labels GPU nodes `nvidia.com/gpu.present=true`; these objects make
-the GPUs schedulable as `nvidia.com/gpu` and let pods ask for that runtime.
+handler with containerd); these objects make the GPUs schedulable as `nvidia.com/gpu` and let
+pods ask for that runtime.
+
+GPU nodes are labelled `nvidia.com/gpu.present=true` through the API, one server-side-apply patch
+per node, so the label follows the stack file: k3s's `node-label` and the kubelet's
+`--node-labels` apply only when a node registers (docs.k3s.io/cli/agent, "Node Labels and Taints
+for Agents"), so a node given GPUs later would never be labelled there. A node whose `gpus` drops
+to 0 loses its patch, and with it the label (the patch's field manager owned it).
 """
 
 from __future__ import annotations
@@ -23,16 +29,31 @@ def declare_gpu_support(scope: Scope) -> list[pulumi.Resource]:
     """The GPU objects of a GPU lab; none at all on a CPU lab."""
     if not scope.lab.has_gpus:
         return []
+    labels = gpu_node_labels(scope)
     runtime_class = k8s.node.v1.RuntimeClass(
         "nvidia",
         metadata=scope.cluster_metadata(GPU_RUNTIME_CLASS, APP, COMPONENT),
         handler=GPU_RUNTIME_CLASS,
         opts=scope.opts(),
     )
-    return [runtime_class, _device_plugin(scope, runtime_class)]
+    return [*labels, runtime_class, _device_plugin(scope, runtime_class, *labels)]
 
 
-def _device_plugin(scope: Scope, runtime_class: k8s.node.v1.RuntimeClass) -> k8s.apps.v1.DaemonSet:
+def gpu_node_labels(scope: Scope) -> list[k8s.core.v1.NodePatch]:
+    """One patch per GPU node of the stack, setting the label the device plugin and GPU pods select."""
+    return [
+        k8s.core.v1.NodePatch(
+            f"gpu-label-{node.name}",
+            metadata={"name": node.name, "labels": {GPU_NODE_LABEL: "true"}},
+            opts=scope.opts(),
+        )
+        for node in scope.lab.gpu_nodes
+    ]
+
+
+def _device_plugin(
+    scope: Scope, runtime_class: k8s.node.v1.RuntimeClass, *labels: k8s.core.v1.NodePatch
+) -> k8s.apps.v1.DaemonSet:
     pod = {
         "runtimeClassName": GPU_RUNTIME_CLASS,
         "nodeSelector": {GPU_NODE_LABEL: "true"},
@@ -61,5 +82,5 @@ def _device_plugin(scope: Scope, runtime_class: k8s.node.v1.RuntimeClass) -> k8s
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {"metadata": {"labels": scope.labels(APP, COMPONENT)}, "spec": pod},
         },
-        opts=scope.opts(runtime_class),
+        opts=scope.opts(runtime_class, *labels),
     )

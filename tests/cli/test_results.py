@@ -47,7 +47,9 @@ def test_results_lists_runs_and_the_sweep_leaderboard(trained_runs: Path) -> Non
 def test_results_fetch_copies_results_and_plots_without_checkpoints(
     trained_runs: Path, tmp_path: Path
 ) -> None:
-    result = labctl("results", "--stack", "example-cpu", "--runs-dir", trained_runs, "--fetch", tmp_path / "copy")
+    result = labctl(
+        "results", "--stack", "example-cpu", "--runs-dir", trained_runs, "--fetch", tmp_path / "copy"
+    )
     assert result.code == 0, result.err
     copied = {
         p.relative_to(tmp_path / "copy").as_posix() for p in (tmp_path / "copy").rglob("*") if p.is_file()

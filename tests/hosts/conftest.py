@@ -18,7 +18,7 @@ import pytest
 WRITE_TOKEN = """\
     - name: Write the join token where only root may read it
       ansible.builtin.copy:
-        content: "{{ lab_join_token }}"
+        content: "{{ lab_k3s_agent_token }}"
         dest: "{{ target }}/{{ inventory_hostname }}.token"
         mode: "0600"
       no_log: true

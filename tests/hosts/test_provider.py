@@ -6,11 +6,10 @@ Create, update and delete run playbooks: they are tested inside Pulumi's real pr
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from lab.config import parse_config
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs, content_hash, new_join_token
+from lab.hosts import HostBootstrapProvider, bootstrap_inputs, content_hash
 from tests.hosts.conftest import local_inventory
 
 LAB = {
@@ -47,9 +46,3 @@ def test_the_content_hash_follows_every_file_of_the_tree(ansible_dir: Path) -> N
     site = ansible_dir / "playbooks" / "site.yml"
     site.write_text(site.read_text() + "# a new comment changes the content hash\n")
     assert content_hash(ansible_dir, {}, {}) != before
-
-
-def test_join_tokens_are_fresh_and_shaped_for_kubeadm() -> None:
-    tokens = {new_join_token() for _ in range(50)}
-    assert len(tokens) == 50
-    assert all(re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", t) for t in tokens)

@@ -93,7 +93,7 @@ def test_every_playbook_run_succeeds_in_the_provider_host(target: Path, tmp_path
     with _host(checkout, tmp_path) as host:
         id_, outs, checked = _create(host, inputs)
         token = outs["token"]
-        assert (target / "node-b.token").read_text() == token
+        assert (target / "node-b.token").read_text() == token["k3s_agent_token"]
         assert yaml.safe_load(outs["kubeconfig"])["current-context"] == "demo"
         assert host.diff(id_, outs, checked) == provider_pb2.DiffResponse.DIFF_NONE
         for run in range(UPDATES):
@@ -109,6 +109,8 @@ def test_every_playbook_run_succeeds_in_the_provider_host(target: Path, tmp_path
     assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "reset.yml did not run"
     # The operator's credentials never reach what the runs leave on disk.
     assert _files_containing(checkout / ".lab", PASSPHRASE) == []
+    for secret in token.values():
+        assert _files_containing(checkout / ".lab", secret) == [], "a join secret was left on disk"
 
 
 def test_destroy_works_from_a_moved_checkout(target: Path, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ SECRET_MARKERS = [TOKEN, "S2V5LVNFQ1JFVC1NQVJLRVI", "Key-SECRET-MARKER", "Env-SE
 
 def _site(ansible_dir: Path, target: Path, work: Path, hosts: list[str], **options: Any) -> PlaybookResult:
     """site.yml of the throw-away tree, run the way lab.hosts runs it (token as a secret variable)."""
-    options.setdefault("secret_vars", {"lab_join_token": TOKEN})
+    options.setdefault("secret_vars", {"lab_k3s_agent_token": TOKEN})
     options.setdefault("extravars", {"lab_stack": "demo"})
     inventory = options.pop("inventory", None) or local_inventory(target, hosts)
     playbook = options.pop("playbook", "site.yml")
@@ -75,7 +75,7 @@ def test_secrets_stay_out_of_the_artifacts(
 def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """The check above can fail: a token passed as a plain extra variable lands in the artifacts."""
     work = tmp_path / "work"
-    leaky = {"lab_stack": "demo", "lab_join_token": TOKEN}
+    leaky = {"lab_stack": "demo", "lab_k3s_agent_token": TOKEN}
     _site(ansible_dir, target, work, ["node-a"], quiet=True, secret_vars=None, extravars=leaky)
     assert any(TOKEN in hit for hit in _files_containing(work, SECRET_MARKERS))
 

@@ -46,6 +46,9 @@ TRAINER_COMPONENTS = ("training", "sweep", "dataset")
 GPU_COMPONENTS = ("training", "sweep")
 LABEL_KEYS = {f"app.kubernetes.io/{k}" for k in ("name", "part-of", "component", "managed-by", "instance")}
 CLUSTER_SCOPED = {"Namespace", "PersistentVolume", "RuntimeClass"}
+# Server-side-apply patches of objects the cluster owns (the GPU node label): neither in the
+# lab's namespace nor carrying its labels.
+PATCHES = {"NodePatch"}
 
 Check = Callable[[ProgramRun, LabConfig], list[str]]
 
@@ -280,6 +283,8 @@ def check_namespace_and_labels(run: ProgramRun, lab: LabConfig) -> list[str]:
     if len(providers) != 1 or not next(iter(providers)).startswith("urn:"):
         problems.append(f"objects must all go through the lab's provider, found {providers}")
     for r in run.kubernetes_objects():
+        if r.kind in PATCHES:
+            continue
         namespace = r.inputs.get("metadata", {}).get("namespace")
         if r.kind not in CLUSTER_SCOPED and namespace != lab.namespace:
             problems.append(f"{r.kind} {name_of(r)} is in namespace {namespace!r}, not {lab.namespace!r}")

@@ -191,7 +191,9 @@ def test_unchanged_code_declares_the_same_build_and_changed_code_rolls_the_run(t
 
 def _run_name(**trainer: Any) -> str:
     values = read_stack_values(stack_file("example-cpu"))
-    return run_program("example-cpu", _with("example-cpu", trainer={**values["trainer"], **trainer})).outputs["run"]
+    return run_program("example-cpu", _with("example-cpu", trainer={**values["trainer"], **trainer})).outputs[
+        "run"
+    ]
 
 
 def test_a_setting_that_changes_results_is_a_new_run_and_retention_is_not() -> None:

@@ -1,0 +1,82 @@
+"""Runs a play for real on this machine (local connection) against the lab's Ansible tree.
+
+The lab's roles, defaults, templates and filters are Ansible's own; only the programs the tasks
+call may be replaced by recording stand-ins (a script per name in `fakes`, first on PATH), so
+what the tasks decide can be watched without the daemons.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.playbook import ANSIBLE_DIR
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+TASK_FILE_PLAY = """\
+- name: Run one task file of a role
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Include the task file
+      ansible.builtin.include_role:
+        name: {role}
+        tasks_from: {tasks}
+"""
+
+
+def run_play(
+    work: Path,
+    play: str,
+    inventory: dict[str, Any],
+    variables: dict[str, Any],
+    fakes: dict[str, str] | None = None,
+    environment: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook running `play` on `inventory` with `variables` as extra variables (a 0600 file).
+
+    `fakes`: program name -> shell script body; each is installed in work/bin, first on PATH.
+    `environment`: more variables for ansible-playbook and so for the programs its tasks run.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    bin_dir = work / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (fakes or {}).items():
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+    (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (work / "play.yml").write_text(play)
+    secrets = work / "vars.json"
+    secrets.touch(mode=0o600)
+    secrets.write_text(json.dumps(variables))
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+    inventory_file, play_file = work / "inventory.yml", work / "play.yml"
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory_file), "-e", f"@{secrets}", str(play_file)],
+        env={"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "PATH": path, "HOME": str(work),
+             "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_NOCOLOR": "1", **(environment or {})},
+        capture_output=True, text=True, cwd=ANSIBLE_DIR,
+    )  # fmt: skip
+
+
+def run_tasks(
+    role: str,
+    tasks: str,
+    work: Path,
+    variables: dict[str, Any],
+    fakes: dict[str, str] | None = None,
+    environment: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`role`'s tasks/`tasks` on one local node, with `variables` overriding the role's defaults."""
+    inventory = {"all": {"hosts": {"node": LOCAL}}}
+    play = TASK_FILE_PLAY.format(role=role, tasks=tasks)
+    return run_play(work, play, inventory, {"lab_stack": "test", **variables}, fakes, environment)

@@ -1,0 +1,106 @@
+"""The kubeadm role's decisions, run by Ansible for real with kubeadm replaced by a recording stand-in.
+
+`kubeadm init` writes admin.conf in an early phase: a re-run after a late failure must reset the
+leftovers and init again (not skip init because admin.conf exists), and the failure must show
+kubeadm's words with the join token taken out. containerd's configuration is backed up only
+when the machine had its own, never the lab's from an earlier run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lab.tokens import new_kubeadm_token
+from tests.hosts.local_play import run_tasks
+
+# Records its arguments; `init` leaves admin.conf behind (the early kubeconfig phase) and fails
+# late, printing the token the way kubeadm's join hint does, while $FAKE_DIR/fail exists.
+FAKE_KUBEADM = """\
+echo "$*" >> "$FAKE_DIR/calls"
+case "$1" in
+  init)
+    touch "$FAKE_DIR/admin.conf"
+    if [ -f "$FAKE_DIR/fail" ]; then
+      echo "[addons] error: unable to create CoreDNS; kubeadm join --token $(cat "$FAKE_DIR/token")" >&2
+      exit 1
+    fi ;;
+  reset) rm -f "$FAKE_DIR/admin.conf" ;;
+esac
+"""
+
+
+def _init(work: Path, token: str) -> tuple[int, str]:
+    variables = {
+        "lab_kubeadm_token": token,
+        "kubeadm_config_file": str(work / "kubeadm.yaml"),
+        "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
+        "kubeadm_init_done": str(work / "init-done"),
+        "kubeadm_init_leftovers": [str(work / "admin.conf")],
+    }
+    done = run_tasks(
+        "kubeadm", "init.yml", work / "ansible", variables, {"kubeadm": FAKE_KUBEADM}, {"FAKE_DIR": str(work)}
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def _calls(work: Path) -> list[str]:
+    calls = work / "calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_a_rerun_after_a_late_init_failure_resets_and_inits_again(tmp_path: Path) -> None:
+    token = new_kubeadm_token()
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "fail").touch()
+
+    rc, output = _init(tmp_path, token)
+    assert rc != 0
+    assert "unable to create CoreDNS" in output, "kubeadm's error must reach the operator"
+    assert "<join token>" in output
+    assert token not in output and token.split(".")[1] not in output
+    assert (tmp_path / "admin.conf").exists() and not (tmp_path / "init-done").exists()
+
+    (tmp_path / "fail").unlink()
+    rc, output = _init(tmp_path, token)
+    assert rc == 0, output
+    config = str(tmp_path / "kubeadm.yaml")
+    assert _calls(tmp_path) == [f"init --config {config}", "reset --force", f"init --config {config}"]
+    assert (tmp_path / "init-done").exists()
+
+    rc, output = _init(tmp_path, token)
+    assert rc == 0, output
+    assert len(_calls(tmp_path)) == 3, "a completed init is not run again"
+
+
+def _backup(work: Path) -> str | None:
+    variables = {
+        "kubeadm_containerd_config": str(work / "config.toml"),
+        "kubeadm_containerd_base": str(work / "config.toml.k8scifar-base"),
+        "kubeadm_containerd_backup": str(work / "saved" / "config.toml.orig"),
+    }
+    done = run_tasks("kubeadm", "containerd_backup.yml", work / "ansible", variables)
+    assert done.returncode == 0, done.stdout + done.stderr
+    saved = work / "saved" / "config.toml.orig"
+    return saved.read_text() if saved.exists() else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes the backup owned by root; CI runs as root")
+def test_only_the_machine_s_own_containerd_configuration_is_kept(tmp_path: Path) -> None:
+    ubuntu, debian = tmp_path / "ubuntu", tmp_path / "debian"
+    for machine in (ubuntu, debian):
+        (machine / "saved").mkdir(parents=True)
+    (debian / "config.toml").write_text("# the machine's own\n")
+
+    # First run: Ubuntu's containerd ships no configuration, Debian's machine has one.
+    assert _backup(ubuntu) is None
+    assert _backup(debian) == "# the machine's own\n"
+
+    # The lab writes its configuration; a second run must not take it for the machine's.
+    for machine in (ubuntu, debian):
+        (machine / "config.toml.k8scifar-base").write_text("# the lab's\n")
+        (machine / "config.toml").write_text("# the lab's\n")
+    assert _backup(ubuntu) is None
+    assert _backup(debian) == "# the machine's own\n"
