@@ -17,10 +17,10 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from trainer import sweep as trainer_sweep
-from trainer.hyperparameters import RULES, HyperparameterError
+from trainer.hyperparameters import RULES, HyperparameterError, Rule
 from trainer.hyperparameters import check as check_hyperparameter
 
 PROJECT = "k8scifar"
@@ -756,6 +756,13 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _trainer_rule(loc: tuple[int | str, ...]) -> Rule | None:
+    """The hyperparameter rule of a `trainer.*` key, which the trainer's flag enforces too."""
+    if len(loc) != 2 or loc[0] != "trainer" or not isinstance(loc[1], str):
+        return None
+    return RULES.get(SWEEP_PARAMETERS.get(loc[1]) or to_snake(loc[1]))
+
+
 def _describe(err: Mapping[str, Any]) -> str:
     loc = tuple(p for p in err["loc"] if p not in {"list[union[float,int,str]]", "Range"})
     kind = err["type"]
@@ -764,7 +771,10 @@ def _describe(err: Mapping[str, Any]) -> str:
     if kind == "missing":
         return f"{_path(loc)}: required key is missing"
     message = str(err["msg"]).removeprefix("Value error, ")
-    if kind.startswith("string_pattern") and loc[-1] == "user":
+    rule = _trainer_rule(loc)
+    if rule is not None and "input" in err:
+        message = f"must be {rule.describe()}, got {err['input']!r}"
+    elif kind.startswith("string_pattern") and loc[-1] == "user":
         message = (
             f"{err.get('input')!r} is not a POSIX user name (letters, digits, '.', '_', '-', a letter"
             " or '_' first, at most 32 characters); write the account's login name"
@@ -862,7 +872,8 @@ def load_yaml(path: Path) -> Any:
         mark = err.problem_mark or err.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = " ".join(str(err.problem or err.context or "unreadable").split())
-        raise ConfigError(where, [f"not valid YAML: {problem}; fix the file at that position"]) from None
+        fix = "" if ";" in problem else "; fix the file at that position"
+        raise ConfigError(where, [f"not valid YAML: {problem}{fix}"]) from None
     except yaml.YAMLError as err:
         raise ConfigError(str(path), [f"not valid YAML: {' '.join(str(err).split())}"]) from None
 

@@ -93,7 +93,9 @@ def _number(value: float) -> str:
 # Keyed by the trainer's option names (its flags without `--`, dashes as underscores).
 RULES: dict[str, Rule] = {
     "lr": Rule(float, 0, 100, low_open=True, unit="peak learning rate"),
-    "batch_size": Rule(int, 1, CIFAR10_TRAIN_IMAGES, unit="images per step, all ranks together"),
+    "batch_size": Rule(
+        int, 1, CIFAR10_TRAIN_IMAGES, unit="images per step over all ranks, CIFAR-10's training set at most"
+    ),
     "epochs": Rule(int, 1, 1000),
     "weight_decay": Rule(float, 0, 1, high_open=True),
     "momentum": Rule(float, 0, 1, high_open=True),

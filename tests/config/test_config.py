@@ -151,14 +151,19 @@ BAD = [
         "negative learning rate",
         _with("trainer.learningRate", -0.1),
         "k8scifar:trainer.learningRate",
-        "greater than 0",
+        "must be a finite number in (0, 100]",
     ),
-    ("batch size as text", _with("trainer.batchSize", "big"), "k8scifar:trainer.batchSize", "integer"),
+    (
+        "batch size as text",
+        _with("trainer.batchSize", "big"),
+        "k8scifar:trainer.batchSize",
+        "an integer in [1",
+    ),
     (
         "target accuracy above 1",
         _with("trainer.targetAccuracy", 94),
         "k8scifar:trainer.targetAccuracy",
-        "less than or equal to 1",
+        "must be a finite number in (0, 1], got 94",
     ),
     (
         "nccl without GPUs",
@@ -446,3 +451,39 @@ def test_skip_steps_carry_their_reason() -> None:
         parse_config(GOOD | {"skip": {"nfsStart": "typo"}})
     with pytest.raises(ConfigError, match=r"k8scifar:skip\.nfsServerStart: String should have at least 1"):
         parse_config(GOOD | {"skip": {"nfsServerStart": ""}})
+
+
+def test_what_the_unsafe_rules_still_accept() -> None:
+    wide = parse_config(_with("nfs", {"allowedNetworks": ["192.168.0.0/16"], "allowWideNetworks": True}))
+    assert wide.nfs_allowed_networks == ["192.168.0.0/16"]
+    with pytest.raises(ConfigError, match="is every address"):
+        parse_config(_with("nfs", {"allowedNetworks": ["0.0.0.0/0"], "allowWideNetworks": True}))
+    # Every node on loopback: one machine playing both, as the CLI tests' sshd does.
+    one_machine = _node(0, address="127.0.0.1")["nodes"]
+    one_machine[1]["address"] = "127.0.0.2"
+    assert parse_config(_with("nodes", one_machine)).server.address == "127.0.0.1"
+    assert (
+        parse_config(_with("nfs.exportPath", "/home/alice/k8scifar")).nfs.export_path
+        == "/home/alice/k8scifar"
+    )
+    assert parse_config(_with("trainer", {"hostNetwork": True, "port": 29400})).trainer.port == 29400
+    assert parse_config(_with("kubernetesVersion", "v1.33.8")).kubernetes_version == "1.33.8"
+
+
+def test_yaml_text_numbers_reach_the_sweep_as_numbers() -> None:
+    # YAML 1.1 reads an unquoted 1e-3 as text; the trainer's rule reads it as the number it is.
+    cfg = parse_config(_sweep({"learningRate": ["1e-3", 0.5], "batchSize": ["512"]}))
+    assert cfg.sweep is not None
+    assert cfg.sweep.space()["parameters"] == {"lr": [0.001, 0.5], "batch_size": [512]}
+    assert cfg.sweep.size() == 2
+
+
+def test_unset_epochs_train_the_models_recipe() -> None:
+    from lab.cluster.pods import train_args
+
+    resnet = parse_config(_with("trainer.model", "resnet9"))
+    assert resnet.trainer.epochs is None
+    assert "--epochs" not in train_args(resnet, "/runs", "r", on_complete="exit")
+    fixed = parse_config(_with("trainer", {"model": "resnet9", "epochs": 5}))
+    args = train_args(fixed, "/runs", "r", on_complete="exit")
+    assert args[args.index("--epochs") + 1] == "5"
