@@ -159,8 +159,8 @@ class Node(_Model):
         description="IPv4 address the other node and the operator reach it at (the lab is IPv4 only)."
     )
     user: Annotated[str, StringConstraints(pattern=USER_NAME)] = Field(
-        description="SSH user with passwordless sudo: a POSIX user name (letters, digits, '.', '_',"
-        " '-'; a letter or '_' first; at most 32 characters)."
+        description="SSH user with passwordless sudo. A POSIX user name: letters, digits, '.', '_',"
+        " '-', a letter or '_' first, at most 32 characters."
     )
     role: Role = Field(description="`server` (control plane, exactly one) or `agent`.")
     gpus: int = Field(default=0, ge=0, description="NVIDIA GPUs on this node; 0 for CPU only.")
