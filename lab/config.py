@@ -363,6 +363,16 @@ class Trainer(_Model):
         default=3, **RULES["checkpoint_keep"].bounds(), description="Checkpoints kept per run."
     )
 
+    @field_validator(
+        "epochs", "batch_size", "learning_rate", "seed", "target_accuracy", "checkpoint_keep", mode="before"
+    )
+    @classmethod
+    def _not_boolean(cls, value: Any) -> Any:
+        # The number types would read `true` as 1.
+        if isinstance(value, bool):
+            raise ValueError(f"{str(value).lower()} is not a number")
+        return value
+
 
 # Sweep parameter names (camelCase, as in the stack file) and the trainer flag each one sets.
 SWEEP_PARAMETERS = {
@@ -940,6 +950,7 @@ __all__ = [
     "LabConfig",
     "Node",
     "all_stacks",
+    "cluster_ports",
     "from_pulumi",
     "load_stack",
     "parse_config",

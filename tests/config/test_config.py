@@ -342,6 +342,8 @@ UNSAFE = [
     ("batch above the dataset", _with("trainer.batchSize", 65536), "k8scifar:trainer.batchSize", "50000"),
     ("seed above torch's range", _with("trainer.seed", 2**64), "k8scifar:trainer.seed", "4294967295"),
     ("uid above 2^31-1", _with("trainer.uid", 2**31), "k8scifar:trainer.uid", "2147483647"),
+    ("learning rate true", _with("trainer.learningRate", True), "k8scifar:trainer.learningRate", "got True"),
+    ("batch size true", _with("trainer.batchSize", True), "k8scifar:trainer.batchSize", "got True"),
     # Sweep values are held to the trainer's own rules (trainer.hyperparameters).
     ("sweep batch size 0", _sweep({"batchSize": [256, 0]}), "k8scifar:sweep.parameters.batchSize", "item 2"),
     (
