@@ -255,7 +255,8 @@ class Nfs(_Model):
             )
         system = next((tree for tree in SYSTEM_TREES if path.is_relative_to(tree)), None)
         if system is not None:
-            raise ValueError(f"{value!r} is inside the system directory {system}; {fix}")
+            where = "the" if path == system else "inside the"
+            raise ValueError(f"{value!r} is {where} system directory {system}; {fix}")
         if len(path.parts) < 3:
             raise ValueError(f"{value!r} is a top-level directory, which the lab would take over; {fix}")
         if path.parent in OWNED_PARENTS:
@@ -487,7 +488,7 @@ class LabConfig(_Model):
         # Numbers as Kubernetes writes them: no leading zeros, so one release has one spelling.
         match = re.fullmatch(r"v?1\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})", value)
         if not match:
-            raise ValueError(f"{value!r} is not a release such as 1.33.5")
+            raise ValueError(f"{value!r} is not a release such as 1.33.5 (numbers without leading zeros)")
         minor, patch = int(match.group(1)), int(match.group(2))
         if minor not in KNOWN_PATCHES:
             raise ValueError(
