@@ -34,7 +34,6 @@ KNOWN_PATCHES = {
     25: 16, 26: 15, 27: 16, 28: 15, 29: 15, 30: 14, 31: 14,
     32: 12, 33: 8, 34: 4, 35: 1, 36: 1, 37: 0,
 }  # fmt: skip
-SUPPORTED_K8S_MINORS = range(min(KNOWN_PATCHES), max(KNOWN_PATCHES) + 1)
 
 # Ports the cluster listens on at the nodes: k3s (https://docs.k3s.io/installation/requirements,
 # inbound rules) and kubeadm (https://kubernetes.io/docs/reference/networking/ports-and-protocols/).

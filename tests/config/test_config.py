@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.config import ConfigError, LabConfig, all_stacks, load_stack, parse_config, read_stack_values
+from lab.config import (
+    KNOWN_PATCHES,
+    ConfigError,
+    LabConfig,
+    all_stacks,
+    load_stack,
+    parse_config,
+    read_stack_values,
+)
 
 GOOD: dict[str, Any] = {
     "distribution": "k3s",
@@ -488,3 +496,11 @@ def test_unset_epochs_train_the_models_recipe() -> None:
     fixed = parse_config(_with("trainer", {"model": "resnet9", "epochs": 5}))
     args = train_args(fixed, "/runs", "r", on_complete="exit")
     assert args[args.index("--epochs") + 1] == "5"
+
+
+def test_known_patches_cover_the_schemas_objects_are_validated_against() -> None:
+    """Every minor the loader accepts has a kubernetes-validate schema, and every schema a minor."""
+    from kubernetes_validate.utils import all_versions
+
+    schema_minors = {int(version.split(".")[1]) for version in all_versions()}
+    assert set(KNOWN_PATCHES) == schema_minors
