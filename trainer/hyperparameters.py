@@ -60,9 +60,9 @@ class Rule:
 
     def bounds(self) -> dict[str, Any]:
         """The interval as pydantic Field keywords, so the stack file's fields carry the same rule."""
-        limits: dict[str, Any] = {"gt" if self.low_open else "ge": self.kind(self.low)}
+        limits: dict[str, Any] = {"gt" if self.low_open else "ge": self.low}
         if self.high is not None:
-            limits["lt" if self.high_open else "le"] = self.kind(self.high)
+            limits["lt" if self.high_open else "le"] = self.high
         if self.kind is float:
             limits["allow_inf_nan"] = False
         return limits
