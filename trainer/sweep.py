@@ -35,7 +35,10 @@ class SweepError(TrainerError, ValueError):
 
 def count(space: dict[str, Any]) -> int:
     """How many sets `space` expands to, without expanding it: a huge grid is refused, not built."""
-    parameters = _checked_parameters(space)
+    return _count(space, _checked_parameters(space))
+
+
+def _count(space: dict[str, Any], parameters: dict[str, Any]) -> int:
     strategy = space.get("strategy", "grid")
     if strategy == "grid":
         ranges = [name for name, values in parameters.items() if isinstance(values, dict)]
@@ -54,13 +57,13 @@ def count(space: dict[str, Any]) -> int:
 
 def expand(space: dict[str, Any]) -> list[dict[str, Any]]:
     """Every hyperparameter set of `space`, in a fixed order: the same space gives the same list."""
-    sets = count(space)
+    parameters = _checked_parameters(space)
+    sets = _count(space, parameters)
     if sets > MAX_SETS:
         raise SweepError(
             f"the space holds {sets} sets, more than the {MAX_SETS} one Indexed Job runs;"
             " give fewer values or fewer samples"
         )
-    parameters = _checked_parameters(space)
     if space.get("strategy", "grid") == "grid":
         return _grid(parameters)
     return _random(parameters, sets, int(space.get("seed", 0)))
