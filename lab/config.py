@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import re
 from collections.abc import Mapping
 from enum import StrEnum
@@ -18,13 +17,65 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
+
+from trainer import sweep as trainer_sweep
+from trainer.hyperparameters import RULES, HyperparameterError, Rule
+from trainer.hyperparameters import check as check_hyperparameter
 
 PROJECT = "k8scifar"
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 
-# kubernetes-validate ships schemas for these minors; objects are validated against the configured one.
-SUPPORTED_K8S_MINORS = range(25, 38)
+# The newest patch release of each supported minor that this table knows (kubernetes-validate
+# ships schemas for exactly these minors; objects are validated against the configured one).
+# A patch above the one listed is refused as not released: when Kubernetes publishes a newer
+# patch (https://kubernetes.io/releases/), raise its entry here.
+KNOWN_PATCHES = {
+    25: 16, 26: 15, 27: 16, 28: 15, 29: 15, 30: 14, 31: 14,
+    32: 12, 33: 8, 34: 4, 35: 1, 36: 1, 37: 0,
+}  # fmt: skip
+
+# Ports the cluster listens on at the nodes: k3s (https://docs.k3s.io/installation/requirements,
+# inbound rules) and kubeadm (https://kubernetes.io/docs/reference/networking/ports-and-protocols/).
+NODE_PORTS = {(10250, "tcp"): "kubelet", (8472, "udp"): "flannel VXLAN"}
+SERVER_PORTS = {(6443, "tcp"): "Kubernetes API"}
+KUBEADM_SERVER_PORTS = {
+    (2379, "tcp"): "etcd",
+    (2380, "tcp"): "etcd peers",
+    (10257, "tcp"): "controller-manager",
+    (10259, "tcp"): "scheduler",
+}
+NFS_PORT = {(2049, "tcp"): "NFS"}
+# kube-proxy may hold any port of the NodePort range on every node for a Service.
+NODE_PORT_RANGE = range(30000, 32768)
+
+# Namespaces Kubernetes creates and uses itself; `kube-` is reserved for its system namespaces
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/).
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+RESERVED_NAMESPACE_PREFIX = "kube-"
+
+# A user name as POSIX defines it (Base Definitions 3.437 User Name: characters of the portable
+# filename character set, 3.282, not starting with '-'), narrowed as shadow-utils' useradd does
+# (lib/chkname.c: a letter or '_' first) and to its 32 characters. Anything else could reach
+# `ssh user@address` as an option or split into several words.
+USER_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$"
+
+# Directories the export must never be or lie under: the lab chowns the export to the trainer's
+# uid and `purgeOnDestroy` deletes it. FHS 3.0 puts data a machine serves under /srv.
+SYSTEM_TREES = tuple(
+    Path(p)
+    for p in (
+        "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found",
+        "/proc", "/root", "/run", "/sbin", "/snap", "/sys", "/usr", "/var",
+    )
+)  # fmt: skip
+# Directories whose children belong to someone else: a user's home, another disk's mount point.
+OWNED_PARENTS = tuple(Path(p) for p in ("/home", "/mnt", "/media"))
+# exports(5) splits its lines on blanks and reads '#', quotes and backslashes specially; a path
+# of the portable filename characters needs no quoting anywhere it is written.
+EXPORT_PATH = r"^/[A-Za-z0-9._/-]+$"
+# Networks wider than this may mount the read-write export only with nfs.allowWideNetworks.
+WIDEST_NETWORK_PREFIX = 24
 
 DnsLabel = Annotated[
     str,
@@ -103,8 +154,13 @@ class Node(_Model):
     """One machine of the lab, reachable over SSH."""
 
     name: DnsLabel = Field(description="Kubernetes node name and inventory host name (DNS label).")
-    address: str = Field(description="IP address the other node and the operator reach it at.")
-    user: str = Field(min_length=1, description="SSH user with passwordless sudo.")
+    address: str = Field(
+        description="IPv4 address the other node and the operator reach it at (the lab is IPv4 only)."
+    )
+    user: Annotated[str, StringConstraints(pattern=USER_NAME)] = Field(
+        description="SSH user with passwordless sudo. A POSIX user name: letters, digits, '.', '_',"
+        " '-', a letter or '_' first, at most 32 characters."
+    )
     role: Role = Field(description="`server` (control plane, exactly one) or `agent`.")
     gpus: int = Field(default=0, ge=0, description="NVIDIA GPUs on this node; 0 for CPU only.")
     interface: InterfaceName | None = Field(
@@ -115,10 +171,37 @@ class Node(_Model):
     @field_validator("address")
     @classmethod
     def _ip_address(cls, value: str) -> str:
+        if "%" in value:
+            raise ValueError(
+                f"{value!r} is zone-qualified; the lab reaches nodes by IPv4 address only:"
+                " write the node's IPv4 address"
+            )
         try:
-            return str(ipaddress.ip_address(value))
+            ip = ipaddress.ip_address(value)
         except ValueError:
             raise ValueError(f"{value!r} is not an IP address (write it as e.g. 192.168.1.10)") from None
+        if isinstance(ip, ipaddress.IPv6Address):
+            # The registry endpoint, image references and the registry mirror configuration are
+            # written address:port, which an IPv6 address would need brackets for.
+            plain = f"write it as {ip.ipv4_mapped}" if ip.ipv4_mapped else "use the node's IPv4 address"
+            raise ValueError(f"{value!r} is IPv6, and the lab supports IPv4 node addresses only; {plain}")
+        kind = next(
+            (
+                name
+                for name, found in (
+                    ("the unspecified address", ip.is_unspecified),
+                    ("the broadcast address", ip == ipaddress.IPv4Address("255.255.255.255")),
+                    ("a multicast address", ip.is_multicast),
+                    ("a link-local address, which is not routed", ip.is_link_local),
+                    ("a reserved address", ip.is_reserved),
+                )
+                if found
+            ),
+            None,
+        )
+        if kind is not None:
+            raise ValueError(f"{value!r} is {kind}; use the address the node has on the lab's network")
+        return str(ip)
 
 
 class Ssh(_Model):
@@ -136,10 +219,22 @@ class Nfs(_Model):
     """The shared export that holds the dataset, runs and the registry's storage."""
 
     server: DnsLabel | None = Field(default=None, description="Node that exports (default: the server).")
-    export_path: str = Field(default="/srv/k8scifar", description="Absolute directory to export.")
+    export_path: str = Field(
+        default="/srv/k8scifar",
+        description="Directory to export, dedicated to the lab: the lab owns it (chowns it to"
+        " trainer.uid) and purgeOnDestroy deletes it. Absolute, at least two levels deep, of"
+        " letters, digits and `.` `_` `-` only; not inside a system directory (/etc, /usr, /var,"
+        " /root, /boot, ...) and not a home or mount point itself (/home/NAME, /mnt/NAME).",
+    )
     allowed_networks: list[str] | None = Field(
         default=None,
-        description="CIDRs allowed to mount (default: each node's address as a /32 or /128).",
+        description="IPv4 CIDRs allowed to mount, each holding a node (default: each node's"
+        f" address as a /32); wider than /{WIDEST_NETWORK_PREFIX} only with allowWideNetworks.",
+    )
+    allow_wide_networks: bool = Field(
+        default=False,
+        description=f"Let allowedNetworks hold networks wider than /{WIDEST_NETWORK_PREFIX}: every"
+        " host in them may mount the export read-write. Never allows 0.0.0.0/0.",
     )
     purge_on_destroy: bool = Field(
         default=False, description="Delete the export's data on `pulumi destroy` (kept by default)."
@@ -147,10 +242,26 @@ class Nfs(_Model):
 
     @field_validator("export_path")
     @classmethod
-    def _absolute(cls, value: str) -> str:
+    def _dedicated(cls, value: str) -> str:
         path = Path(value)
+        fix = "use a directory for the lab alone, such as /srv/k8scifar"
         if not path.is_absolute() or ".." in path.parts or path == Path("/"):
             raise ValueError(f"{value!r} must be an absolute directory below / such as /srv/k8scifar")
+        if not re.fullmatch(EXPORT_PATH, value):
+            raise ValueError(
+                f"{value!r} holds a character other than letters, digits, '.', '_', '-' and '/',"
+                f" which breaks the exports line; {fix}"
+            )
+        system = next((tree for tree in SYSTEM_TREES if path.is_relative_to(tree)), None)
+        if system is not None:
+            where = "the" if path == system else "inside the"
+            raise ValueError(f"{value!r} is {where} system directory {system}; {fix}")
+        if len(path.parts) < 3:
+            raise ValueError(f"{value!r} is a top-level directory, which the lab would take over; {fix}")
+        if path.parent in OWNED_PARENTS:
+            raise ValueError(
+                f"{value!r} is a home or mount point, whose files are not the lab's; {fix} or {path}/k8scifar"
+            )
         return str(path)
 
     @field_validator("allowed_networks")
@@ -163,9 +274,15 @@ class Nfs(_Model):
         networks = []
         for cidr in value:
             try:
-                networks.append(str(ipaddress.ip_network(cidr, strict=True)))
+                network = ipaddress.ip_network(cidr, strict=True)
             except ValueError as err:
                 raise ValueError(f"{cidr!r} is not a CIDR such as 192.168.1.0/24 ({err})") from None
+            if network.prefixlen == 0:
+                raise ValueError(
+                    f"{cidr!r} is every address: a read-write export to any network;"
+                    " list the lab's network, such as 192.168.1.0/24"
+                )
+            networks.append(str(network))
         return networks
 
 
@@ -202,29 +319,59 @@ class Trainer(_Model):
         default=None, ge=1, description="Ranks (pods); default: one per node that can take one."
     )
     placement: Placement = Field(default=Placement.SPREAD, description="`spread` or `pack`.")
-    epochs: int = Field(default=10, ge=1, le=1000, description="Epochs to train.")
+    epochs: int | None = Field(
+        default=None,
+        **RULES["epochs"].bounds(),
+        description="Epochs to train; default: the model's recipe (docs/trainer.md).",
+    )
     batch_size: int = Field(
-        default=1024, ge=1, le=65536, description="Global batch size, fixed whatever the world size."
+        default=1024,
+        **RULES["batch_size"].bounds(),
+        description="Global batch size, fixed whatever the world size; a multiple of the ranks,"
+        " at most CIFAR-10's 50000 training images.",
     )
     learning_rate: float | None = Field(
-        default=None, gt=0, le=100, description="Learning rate; default: the model's recipe."
+        default=None, **RULES["lr"].bounds(), description="Learning rate; default: the model's recipe."
     )
-    seed: int = Field(default=0, ge=0, description="Seed for data order, augmentation and init.")
+    seed: int = Field(
+        default=0, **RULES["seed"].bounds(), description="Seed for data order, augmentation and init."
+    )
     backend: Backend = Field(default=Backend.AUTO, description="`auto`, `nccl` or `gloo`.")
     compression: Compression = Field(
         default=Compression.NONE,
         description="Gradient compression for slow links: `none`, `fp16`, `bf16`, `powersgd`.",
     )
     target_accuracy: float = Field(
-        default=0.94, gt=0, le=1, description="Test accuracy whose time is reported."
+        default=0.94, **RULES["target_accuracy"].bounds(), description="Test accuracy whose time is reported."
     )
-    port: int = Field(default=29500, ge=1024, le=65535, description="Rendezvous port (MASTER_PORT).")
+    port: int = Field(
+        default=29500,
+        ge=1024,
+        le=65535,
+        description="Rendezvous port (MASTER_PORT); not a port the cluster uses (6443, 10250,"
+        " 8472, etcd's, the registry's), nor a NodePort with hostNetwork.",
+    )
     host_network: bool = Field(
         default=False,
         description="Run ranks on the host network (faster collectives, node interfaces).",
     )
-    uid: int = Field(default=1000, ge=1, description="Non-root user the pods and the export use.")
-    checkpoint_keep: int = Field(default=3, ge=1, le=100, description="Checkpoints kept per run.")
+    # uid 0 is root; above 2**31 - 1, tools that keep uids as signed 32-bit numbers misread it.
+    uid: int = Field(
+        default=1000, ge=1, le=2**31 - 1, description="Non-root user the pods and the export use."
+    )
+    checkpoint_keep: int = Field(
+        default=3, **RULES["checkpoint_keep"].bounds(), description="Checkpoints kept per run."
+    )
+
+    @field_validator(
+        "epochs", "batch_size", "learning_rate", "seed", "target_accuracy", "checkpoint_keep", mode="before"
+    )
+    @classmethod
+    def _not_boolean(cls, value: Any) -> Any:
+        # The number types would read `true` as 1.
+        if isinstance(value, bool):
+            raise ValueError(f"{str(value).lower()} is not a number")
+        return value
 
 
 # Sweep parameter names (camelCase, as in the stack file) and the trainer flag each one sets.
@@ -260,6 +407,18 @@ class Sweep(_Model):
         description="Parameter name to a list of values (grid, random) or a range (random)."
     )
 
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        # Before the model's number types read `true` as 1.
+        for name, values in value.items() if isinstance(value, dict) else ():
+            for i, item in enumerate(values if isinstance(values, list) else ()):
+                if isinstance(item, bool):
+                    raise ValueError(
+                        f"{name}: item {i + 1} is {str(item).lower()}; give a value of its range"
+                    )
+        return value
+
     @field_validator("parameters")
     @classmethod
     def _known(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -277,9 +436,12 @@ class Sweep(_Model):
         return value
 
     def space(self) -> dict[str, Any]:
-        """The search space in the trainer's sweep-file format (snake_case trainer flags)."""
+        """The search space in the trainer's sweep-file format (snake_case trainer flags), values
+        as the trainer reads them (a `1e-3` the YAML file leaves as text becomes a number)."""
         params = {
-            SWEEP_PARAMETERS[name]: v.model_dump() if isinstance(v, Range) else list(v)
+            SWEEP_PARAMETERS[name]: v.model_dump()
+            if isinstance(v, Range)
+            else [check_hyperparameter(SWEEP_PARAMETERS[name], item) for item in v]
             for name, v in self.parameters.items()
         }
         return {
@@ -290,10 +452,8 @@ class Sweep(_Model):
         }
 
     def size(self) -> int:
-        """How many hyperparameter sets the space holds."""
-        if self.strategy is SweepStrategy.RANDOM:
-            return self.samples or 0
-        return math.prod(len(v) for v in self.parameters.values() if isinstance(v, list))
+        """How many hyperparameter sets the space holds, counted by the trainer's own expansion."""
+        return trainer_sweep.count(self.space())
 
 
 class LabConfig(_Model):
@@ -308,7 +468,11 @@ class LabConfig(_Model):
     nfs: Nfs = Field(default_factory=Nfs)
     registry: Registry = Field(default_factory=Registry)
     airgap: Airgap | None = Field(default=None, description="k3s only: install from local files.")
-    namespace: DnsLabel = Field(default="k8scifar", description="Namespace of every lab object.")
+    namespace: DnsLabel = Field(
+        default="k8scifar",
+        description="Namespace of every lab object; not default, kube-system, kube-public,"
+        " kube-node-lease or another kube-* one.",
+    )
     trainer: Trainer = Field(default_factory=Trainer)
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
@@ -320,12 +484,32 @@ class LabConfig(_Model):
     @field_validator("kubernetes_version")
     @classmethod
     def _version(cls, value: str) -> str:
-        match = re.fullmatch(r"v?1\.(\d+)\.(\d+)", value)
+        # Numbers as Kubernetes writes them: no leading zeros, so one release has one spelling.
+        match = re.fullmatch(r"v?1\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})", value)
         if not match:
-            raise ValueError(f"{value!r} is not a release such as 1.33.5")
-        if int(match.group(1)) not in SUPPORTED_K8S_MINORS:
-            raise ValueError(f"{value!r} is outside the supported 1.25 to 1.37")
+            raise ValueError(f"{value!r} is not a release such as 1.33.5 (numbers without leading zeros)")
+        minor, patch = int(match.group(1)), int(match.group(2))
+        if minor not in KNOWN_PATCHES:
+            raise ValueError(
+                f"{value!r} is outside the supported 1.{min(KNOWN_PATCHES)} to 1.{max(KNOWN_PATCHES)}"
+            )
+        if patch > KNOWN_PATCHES[minor]:
+            raise ValueError(
+                f"{value!r} is not a release the lab knows: the newest 1.{minor} patch it knows is"
+                f" 1.{minor}.{KNOWN_PATCHES[minor]}; use that, or, once Kubernetes has released"
+                f" 1.{minor}.{patch} (https://kubernetes.io/releases/), raise KNOWN_PATCHES in lab/config.py"
+            )
         return value.removeprefix("v")
+
+    @field_validator("namespace")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_NAMESPACES or value.startswith(RESERVED_NAMESPACE_PREFIX):
+            raise ValueError(
+                f"{value!r} is a namespace Kubernetes reserves for itself; use one of the lab's own"
+                " such as k8scifar"
+            )
+        return value
 
     # Derived facts the rest of the lab reads instead of recomputing.
 
@@ -405,6 +589,13 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"k8scifar:nodes: two nodes are named {name!r}; give each node its own name")
     addresses = [n.address for n in cfg.nodes]
+    loopback = [n.name for n in cfg.nodes if ipaddress.ip_address(n.address).is_loopback]
+    if loopback and len(loopback) < len(cfg.nodes):
+        # Nodes on loopback addresses are one machine, which no other node can reach there.
+        problems.append(
+            f"k8scifar:nodes: {', '.join(loopback)} has a loopback address, which the other nodes"
+            " cannot reach; use its address on the lab's network"
+        )
     for addr in sorted({a for a in addresses if addresses.count(a) > 1}):
         problems.append(f"k8scifar:nodes: two nodes share the address {addr}; each node needs its own")
     servers = [n.name for n in cfg.nodes if n.role is Role.SERVER]
@@ -419,14 +610,7 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
             f"k8scifar:nfs.server: {cfg.nfs.server!r} is not a node; use one of {', '.join(names)}"
         )
     if cfg.nfs.allowed_networks is not None:
-        nets = [ipaddress.ip_network(c) for c in cfg.nfs.allowed_networks]
-        for node in cfg.nodes:
-            ip = ipaddress.ip_address(node.address)
-            if not any(ip.version == net.version and ip in net for net in nets):
-                problems.append(
-                    f"k8scifar:nfs.allowedNetworks: node {node.name} ({node.address}) is in none of"
-                    f" {', '.join(cfg.nfs.allowed_networks)}; it could not mount the share"
-                )
+        problems.extend(_network_checks(cfg))
     if cfg.airgap is not None and cfg.distribution is not Distribution.K3S:
         problems.append("k8scifar:airgap: only k3s installs from local files; remove it or use k3s")
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
@@ -442,9 +626,75 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
             f"k8scifar:trainer.replicas: {cfg.trainer.replicas} ranks cannot be placed: {why};"
             f" set replicas to at most {cfg.max_replicas} or change placement"
         )
+    if cfg.trainer.batch_size % cfg.replicas:
+        lower = cfg.trainer.batch_size // cfg.replicas * cfg.replicas or cfg.replicas
+        problems.append(
+            f"k8scifar:trainer.batchSize: {cfg.trainer.batch_size} does not split evenly over"
+            f" {cfg.replicas} ranks; use a multiple of {cfg.replicas} such as {lower}"
+        )
+    problems.extend(_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
     return problems
+
+
+def _network_checks(cfg: LabConfig) -> list[str]:
+    """Every node can mount, and only networks that hold a node, no wider than allowed, may."""
+    problems = []
+    nets = [ipaddress.ip_network(c) for c in cfg.nfs_allowed_networks]
+    ips = {n.name: ipaddress.ip_address(n.address) for n in cfg.nodes}
+    for node in cfg.nodes:
+        if not any(ips[node.name] in net for net in nets if net.version == 4):
+            problems.append(
+                f"k8scifar:nfs.allowedNetworks: node {node.name} ({node.address}) is in none of"
+                f" {', '.join(cfg.nfs_allowed_networks)}; it could not mount the share"
+            )
+    for net in nets:
+        if not any(net.version == 4 and ip in net for ip in ips.values()):
+            problems.append(
+                f"k8scifar:nfs.allowedNetworks: {net} holds no node, so it only lets other"
+                " machines mount the export; remove it"
+            )
+        elif net.prefixlen < WIDEST_NETWORK_PREFIX and not cfg.nfs.allow_wide_networks:
+            problems.append(
+                f"k8scifar:nfs.allowedNetworks: {net} lets {net.num_addresses} addresses mount the"
+                f" export read-write; list the nodes' /{WIDEST_NETWORK_PREFIX} or their /32s, or set"
+                " nfs.allowWideNetworks: true if every host in it may"
+            )
+    return problems
+
+
+def cluster_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
+    """(port, protocol) -> purpose, for the ports the cluster itself listens on at this node."""
+    ports = dict(NODE_PORTS)
+    ports[(cfg.registry.port, "tcp")] = "registry NodePort"
+    if node.role is Role.SERVER:
+        ports |= SERVER_PORTS
+        if cfg.distribution is Distribution.KUBEADM:
+            ports |= KUBEADM_SERVER_PORTS
+    if node.name == cfg.nfs_server.name:
+        ports |= NFS_PORT
+    return ports
+
+
+def _port_checks(cfg: LabConfig) -> list[str]:
+    """The rendezvous port is none the cluster uses, on any node and under any distribution; on
+    the host network it must also miss SSH and the NodePorts kube-proxy may hold."""
+    port = cfg.trainer.port
+    taken = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT
+    taken[(cfg.registry.port, "tcp")] = "registry NodePort"
+    users = sorted({why for (number, _), why in taken.items() if number == port})
+    if cfg.trainer.host_network:
+        if port == cfg.ssh.port:
+            users.append("SSH")
+        if port in NODE_PORT_RANGE and not users:
+            users.append(f"the NodePort range {NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}")
+    if not users:
+        return []
+    return [
+        f"k8scifar:trainer.port: {port} collides with {' and '.join(users)}; choose a free port"
+        " such as the default 29500"
+    ]
 
 
 def _sweep_checks(cfg: LabConfig) -> list[str]:
@@ -462,13 +712,20 @@ def _sweep_checks(cfg: LabConfig) -> list[str]:
             problems.append("k8scifar:sweep.samples: only random search draws samples; remove it")
     elif sweep.samples is None:
         problems.append("k8scifar:sweep.samples: random search needs the number of sets to draw")
-    models = sweep.parameters.get("model")
-    if isinstance(models, list):
-        bad = [m for m in models if m not in {m.value for m in Model}]
-        if bad:
-            problems.append(
-                f"k8scifar:sweep.parameters.model: unknown model {bad[0]!r}; use airbench or resnet9"
-            )
+    for name, values in sweep.parameters.items():
+        flag = SWEEP_PARAMETERS[name]
+        items = (
+            [(f"item {i + 1}", v) for i, v in enumerate(values)]
+            if isinstance(values, list)
+            else [("min", values.min), ("max", values.max)]
+        )
+        for where, value in items:
+            try:
+                check_hyperparameter(flag, value)
+            except HyperparameterError as err:
+                problems.append(f"k8scifar:sweep.parameters.{name}: {where} {err}")
+    if not problems:
+        problems.extend(_sweep_size_checks(sweep))
     limit = cfg.total_gpus if cfg.has_gpus else len(cfg.nodes)
     if sweep.parallelism is not None and sweep.parallelism > limit:
         problems.append(
@@ -476,6 +733,27 @@ def _sweep_checks(cfg: LabConfig) -> list[str]:
             f" {'GPUs' if cfg.has_gpus else 'nodes'} of the lab; lower it or leave it out"
         )
     return problems
+
+
+def _sweep_size_checks(sweep: Sweep) -> list[str]:
+    """The sets fit one Indexed Job and the sweep file one ConfigMap."""
+    space = sweep.space()
+    try:
+        sets = trainer_sweep.count(space)
+    except trainer_sweep.SweepError as err:
+        return [f"k8scifar:sweep: {err}"]
+    if sets > trainer_sweep.MAX_SETS:
+        return [
+            f"k8scifar:sweep.parameters: the grid holds {sets} sets, more than the"
+            f" {trainer_sweep.MAX_SETS} completions of one Indexed Job; give fewer values"
+        ]
+    size = len(trainer_sweep.sweep_file_text(space).encode())
+    if size > trainer_sweep.MAX_FILE_BYTES:
+        return [
+            f"k8scifar:sweep: its {sets} sets make a sweep file of {size} bytes, more than the"
+            f" {trainer_sweep.MAX_FILE_BYTES} a ConfigMap holds; give fewer values or samples"
+        ]
+    return []
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -488,6 +766,13 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _trainer_rule(loc: tuple[int | str, ...]) -> Rule | None:
+    """The hyperparameter rule of a `trainer.*` key, which the trainer's flag enforces too."""
+    if len(loc) != 2 or loc[0] != "trainer" or not isinstance(loc[1], str):
+        return None
+    return RULES.get(SWEEP_PARAMETERS.get(loc[1]) or to_snake(loc[1]))
+
+
 def _describe(err: Mapping[str, Any]) -> str:
     loc = tuple(p for p in err["loc"] if p not in {"list[union[float,int,str]]", "Range"})
     kind = err["type"]
@@ -496,7 +781,15 @@ def _describe(err: Mapping[str, Any]) -> str:
     if kind == "missing":
         return f"{_path(loc)}: required key is missing"
     message = str(err["msg"]).removeprefix("Value error, ")
-    if kind.startswith("string_pattern"):
+    rule = _trainer_rule(loc)
+    if rule is not None and "input" in err:
+        message = f"must be {rule.describe()}, got {err['input']!r}"
+    elif kind.startswith("string_pattern") and loc[-1] == "user":
+        message = (
+            f"{err.get('input')!r} is not a POSIX user name (letters, digits, '.', '_', '-', a letter"
+            " or '_' first, at most 32 characters); write the account's login name"
+        )
+    elif kind.startswith("string_pattern"):
         message = f"{err.get('input')!r} is not a lowercase DNS label (letters, digits, '-')"
     elif kind in {"enum", "literal_error"}:
         message = f"{err.get('input')!r}: {message.lower()}"
@@ -530,10 +823,7 @@ def read_stack_values(path: Path) -> dict[str, Any]:
             str(path),
             [f"no such stack file; existing stacks: {existing} (create one with `labctl init`)"],
         )
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from None
+    doc = load_yaml(path) or {}
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
         raise ConfigError(str(path), ["has no `config:` mapping with k8scifar:* keys"])
@@ -548,6 +838,54 @@ def read_stack_values(path: Path) -> dict[str, Any]:
     if problems:
         raise ConfigError(str(path), problems)
     return values
+
+
+class _StackLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping instead of keeping the
+    last value (YAML 1.2.2, 3.2.1.1: the keys of a mapping are unique)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<:` merges are overridden by the mapping's own keys on purpose
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, list | dict):
+                continue  # unhashable: SafeLoader itself refuses it, with its position
+            if key in seen:
+                first = seen[key]
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {first.line + 1}); keep one of them",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: Path) -> Any:
+    """A YAML file's content; ConfigError naming the file, line and column when it cannot be read."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ConfigError(
+            f"{path}:{line}:{column}",
+            [f"byte 0x{data[err.start]:02x} is not UTF-8 text; save the file as UTF-8"],
+        ) from None
+    try:
+        return yaml.load(text, Loader=_StackLoader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = " ".join(str(err.problem or err.context or "unreadable").split())
+        fix = "" if ";" in problem else "; fix the file at that position"
+        raise ConfigError(where, [f"not valid YAML: {problem}{fix}"]) from None
+    except yaml.YAMLError as err:
+        raise ConfigError(str(path), [f"not valid YAML: {' '.join(str(err).split())}"]) from None
 
 
 def load_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> LabConfig:
@@ -612,6 +950,7 @@ __all__ = [
     "LabConfig",
     "Node",
     "all_stacks",
+    "cluster_ports",
     "from_pulumi",
     "load_stack",
     "parse_config",

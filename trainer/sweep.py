@@ -13,46 +13,88 @@ import random
 from pathlib import Path
 from typing import Any
 
+from trainer import hyperparameters
 from trainer.errors import TrainerError
 
 PARAMETERS = ("lr", "batch_size", "epochs", "weight_decay", "momentum", "label_smoothing", "model")
-INTEGER_PARAMETERS = frozenset({"batch_size", "epochs"})
 STRATEGIES = ("grid", "random")
+# A sweep runs as one Indexed Job with a completion per set; the API server refuses an Indexed Job
+# with more than 100000 completions unless its parallelism stays at 10000 or less
+# (kubernetes/kubernetes: pkg/apis/batch/validation/validation.go, completionsSoftLimit). The lab's
+# parallelism is its GPU count, far below; the sets are held to the plain limit.
+MAX_SETS = 100_000
+# The sweep file travels to the pods in a ConfigMap, whose data the API server caps at 1 MiB
+# (https://kubernetes.io/docs/concepts/configuration/configmap/; pkg/apis/core/validation:
+# ValidateConfigMap against core.MaxSecretSize).
+MAX_FILE_BYTES = 1024 * 1024
 
 
 class SweepError(TrainerError, ValueError):
     """A search space or sweep file that cannot be expanded; the message names the fix."""
 
 
-def expand(space: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every hyperparameter set of `space`, in a fixed order: the same space gives the same list."""
-    parameters = _checked_parameters(space)
+def count(space: dict[str, Any]) -> int:
+    """How many sets `space` expands to, without expanding it: a huge grid is refused, not built."""
+    return _count(space, _checked_parameters(space))
+
+
+def _count(space: dict[str, Any], parameters: dict[str, Any]) -> int:
     strategy = space.get("strategy", "grid")
     if strategy == "grid":
-        return _grid(parameters)
+        ranges = [name for name, values in parameters.items() if isinstance(values, dict)]
+        if ranges:
+            raise SweepError(
+                f"{', '.join(ranges)}: a grid needs lists of values; ranges need strategy random"
+            )
+        return math.prod(len(values) for values in parameters.values())
     if strategy == "random":
         samples = space.get("samples")
         if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
             raise SweepError(f"random search needs 'samples', a positive integer (got {samples!r})")
-        return _random(parameters, samples, int(space.get("seed", 0)))
+        return samples
     raise SweepError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def expand(space: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every hyperparameter set of `space`, in a fixed order: the same space gives the same list."""
+    parameters = _checked_parameters(space)
+    sets = _count(space, parameters)
+    if sets > MAX_SETS:
+        raise SweepError(
+            f"the space holds {sets} sets, more than the {MAX_SETS} one Indexed Job runs;"
+            " give fewer values or fewer samples"
+        )
+    if space.get("strategy", "grid") == "grid":
+        return _grid(parameters)
+    return _random(parameters, sets, int(space.get("seed", 0)))
 
 
 def _checked_parameters(space: dict[str, Any]) -> dict[str, Any]:
     parameters = space.get("parameters")
     if not isinstance(parameters, dict) or not parameters:
         raise SweepError("the space needs 'parameters': a mapping of name to a list of values or a range")
+    checked: dict[str, Any] = {}
     for name, values in parameters.items():
         if name not in PARAMETERS:
             raise SweepError(f"unknown parameter {name!r}; choose from {', '.join(PARAMETERS)}")
         if isinstance(values, list):
             if not values:
                 raise SweepError(f"parameter {name!r} has no values; give at least one")
+            checked[name] = [_value(name, value, f"value {i}") for i, value in enumerate(values)]
         elif isinstance(values, dict):
             _check_range(name, values)
+            checked[name] = values
         else:
             raise SweepError(f"parameter {name!r} must be a list of values or a {{min, max, log}} range")
-    return parameters
+    return checked
+
+
+def _value(name: str, value: Any, where: str) -> Any:
+    """`value` checked by the trainer's own rule for `name`, the one its flag uses."""
+    try:
+        return hyperparameters.check(name, value)
+    except hyperparameters.HyperparameterError as err:
+        raise SweepError(f"parameter {name!r} {where}: {err}") from None
 
 
 def _check_range(name: str, bounds: dict[str, Any]) -> None:
@@ -65,12 +107,11 @@ def _check_range(name: str, bounds: dict[str, Any]) -> None:
         raise SweepError(f"range {name!r}: a log range needs min > 0 (got {low})")
     if name == "model":
         raise SweepError("parameter 'model' takes a list of model names, not a range")
+    _value(name, low, "min")
+    _value(name, high, "max")
 
 
 def _grid(parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    ranges = [name for name, values in parameters.items() if isinstance(values, dict)]
-    if ranges:
-        raise SweepError(f"{', '.join(ranges)}: a grid needs lists of values; ranges need strategy random")
     names = sorted(parameters)
     return [
         dict(zip(names, combo, strict=True)) for combo in itertools.product(*(parameters[n] for n in names))
@@ -91,7 +132,7 @@ def _draw(rng: random.Random, name: str, values: list[Any] | dict[str, Any]) -> 
         value = math.exp(rng.uniform(math.log(low), math.log(high)))
     else:
         value = rng.uniform(low, high)
-    if name in INTEGER_PARAMETERS:
+    if hyperparameters.RULES[name].kind is int:
         return round(value)
     # Six significant digits: readable in run names and tables, still a continuous draw.
     return float(f"{value:.6g}")
@@ -102,12 +143,16 @@ def sweep_file(space: dict[str, Any]) -> dict[str, Any]:
     return {"space": space, "sets": expand(space)}
 
 
+def sweep_file_text(space: dict[str, Any]) -> str:
+    """The sweep file as written to disk and into the sweep's ConfigMap."""
+    return json.dumps(sweep_file(space), indent=2, sort_keys=True)
+
+
 def write_sweep_file(space: dict[str, Any], out: Path) -> int:
     """Write the sweep file for `space` to `out`; returns how many sets it holds."""
-    content = sweep_file(space)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(content, indent=2) + "\n")
-    return len(content["sets"])
+    out.write_text(sweep_file_text(space) + "\n")
+    return count(space)
 
 
 def read_space(path: Path) -> dict[str, Any]:
@@ -124,10 +169,12 @@ def select(path: Path, index: int) -> dict[str, Any]:
     if not 0 <= index < len(sets):
         raise SweepError(f"{path}: index {index} is out of range; the sweep has sets 0 to {len(sets) - 1}")
     chosen = sets[index]
+    if not isinstance(chosen, dict):
+        raise SweepError(f"{path}: set {index} is not a mapping of parameter to value")
     unknown = sorted(set(chosen) - set(PARAMETERS))
     if unknown:
         raise SweepError(f"{path}: set {index} has unknown parameters {', '.join(unknown)}")
-    return chosen
+    return {name: _value(name, value, f"in {path} set {index}") for name, value in chosen.items()}
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from lab.cli.console import Finding, Level
-from lab.config import Distribution, LabConfig, Node, Role
+from lab.config import LabConfig, Node, cluster_ports
 from lab.ssh import Remote, SshError
 
 LOCK = Path(__file__).resolve().parents[2] / "requirements.lock"
@@ -130,17 +130,9 @@ def python_imports(modules: tuple[str, ...] = RUNTIME_MODULES) -> Finding:
 
 def needed_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
     """(port, protocol) -> purpose, for the ports the lab will listen on at this node."""
-    ports = {(10250, "tcp"): "kubelet", (8472, "udp"): "flannel VXLAN"}
-    ports[(cfg.registry.port, "tcp")] = "registry NodePort"
+    ports = cluster_ports(cfg, node)
     if cfg.trainer.host_network:
         ports[(cfg.trainer.port, "tcp")] = "DDP rendezvous (hostNetwork)"
-    if node.role is Role.SERVER:
-        ports[(6443, "tcp")] = "Kubernetes API"
-        if cfg.distribution is Distribution.KUBEADM:
-            ports |= {(2379, "tcp"): "etcd", (2380, "tcp"): "etcd peers"}
-            ports |= {(10257, "tcp"): "controller-manager", (10259, "tcp"): "scheduler"}
-    if node.name == cfg.nfs_server.name:
-        ports[(2049, "tcp")] = "NFS"
     return ports
 
 

@@ -28,7 +28,7 @@ from lab.cluster.pods import (
 from lab.cluster.scope import Scope
 from lab.cluster.storage import Storage
 from lab.config import LabConfig
-from trainer.sweep import sweep_file
+from trainer.sweep import sweep_file, sweep_file_text
 
 APP = "trainer"
 COMPONENT = "sweep"
@@ -80,7 +80,7 @@ def declare_sweep(
     sweep_map = k8s.core.v1.ConfigMap(
         "sweep",
         metadata=scope.metadata(name, APP, COMPONENT),
-        data={SWEEP_FILE_KEY: json.dumps(content, indent=2, sort_keys=True)},
+        data={SWEEP_FILE_KEY: sweep_file_text(lab.sweep.space())},
         immutable=True,
         opts=scope.opts(),
     )

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from lab.config import ConfigError, LabConfig, all_stacks, load_stack, parse_config, read_stack_values
+from lab.config import (
+    KNOWN_PATCHES,
+    ConfigError,
+    LabConfig,
+    all_stacks,
+    load_stack,
+    parse_config,
+    read_stack_values,
+)
 
 GOOD: dict[str, Any] = {
     "distribution": "k3s",
@@ -150,14 +159,19 @@ BAD = [
         "negative learning rate",
         _with("trainer.learningRate", -0.1),
         "k8scifar:trainer.learningRate",
-        "greater than 0",
+        "must be a finite number in (0, 100]",
     ),
-    ("batch size as text", _with("trainer.batchSize", "big"), "k8scifar:trainer.batchSize", "integer"),
+    (
+        "batch size as text",
+        _with("trainer.batchSize", "big"),
+        "k8scifar:trainer.batchSize",
+        "an integer in [1",
+    ),
     (
         "target accuracy above 1",
         _with("trainer.targetAccuracy", 94),
         "k8scifar:trainer.targetAccuracy",
-        "less than or equal to 1",
+        "must be a finite number in (0, 1], got 94",
     ),
     (
         "nccl without GPUs",
@@ -225,6 +239,178 @@ BAD = [
 ]
 
 
+def _sweep(parameters: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return _with("sweep", {"parameters": parameters, **more})
+
+
+def _node(index: int, **fields: Any) -> dict[str, Any]:
+    nodes = copy.deepcopy(GOOD["nodes"])
+    nodes[index].update(fields)
+    return _with("nodes", nodes)
+
+
+# Inputs that would damage a host or break the lab late; each was accepted before these rules.
+UNSAFE = [
+    # The export is chowned to the trainer's uid and deleted by purgeOnDestroy.
+    ("export /etc", _with("nfs.exportPath", "/etc"), "k8scifar:nfs.exportPath", "system directory /etc"),
+    ("export /usr/local", _with("nfs.exportPath", "/usr/local/lab"), "k8scifar:nfs.exportPath", "/usr"),
+    ("export under /var", _with("nfs.exportPath", "/var/lib/k8scifar"), "k8scifar:nfs.exportPath", "/var"),
+    ("export /root", _with("nfs.exportPath", "/root/lab"), "k8scifar:nfs.exportPath", "/root"),
+    ("export /boot", _with("nfs.exportPath", "/boot"), "k8scifar:nfs.exportPath", "/boot"),
+    ("export /srv itself", _with("nfs.exportPath", "/srv"), "k8scifar:nfs.exportPath", "top-level"),
+    ("export /home", _with("nfs.exportPath", "/home/"), "k8scifar:nfs.exportPath", "top-level"),
+    ("export a home", _with("nfs.exportPath", "/home/alice"), "k8scifar:nfs.exportPath", "home or mount"),
+    ("export a disk", _with("nfs.exportPath", "/mnt/data"), "k8scifar:nfs.exportPath", "/mnt/data/k8scifar"),
+    (
+        "export with a space",
+        _with("nfs.exportPath", "/srv/k8s lab"),
+        "k8scifar:nfs.exportPath",
+        "exports line",
+    ),
+    ("export with a '#'", _with("nfs.exportPath", "/srv/lab#1"), "k8scifar:nfs.exportPath", "exports line"),
+    # A read-write export reaches only the lab's own machines.
+    (
+        "export to 0.0.0.0/0",
+        _with("nfs.allowedNetworks", ["0.0.0.0/0"]),
+        "k8scifar:nfs.allowedNetworks",
+        "every",
+    ),
+    (
+        "export to ::/0",
+        _with("nfs.allowedNetworks", ["::/0"]),
+        "k8scifar:nfs.allowedNetworks",
+        "every address",
+    ),
+    (
+        "export to a /16",
+        _with("nfs.allowedNetworks", ["192.168.0.0/16"]),
+        "k8scifar:nfs.allowedNetworks",
+        "allowWideNetworks: true",
+    ),
+    (
+        "export to a network without nodes",
+        _with("nfs.allowedNetworks", ["192.168.50.0/24", "10.0.0.0/24"]),
+        "k8scifar:nfs.allowedNetworks",
+        "10.0.0.0/24 holds no node",
+    ),
+    # Node addresses: IPv4 that the other node can reach, one spelling each.
+    ("IPv6 node", _node(1, address="fd00::12"), "k8scifar:nodes[1].address", "IPv4 node addresses only"),
+    (
+        "IPv4 written as IPv6",
+        _node(1, address="::ffff:192.168.50.11"),
+        "k8scifar:nodes[1].address",
+        "write it as 192.168.50.11",
+    ),
+    ("zone-qualified", _node(1, address="fe80::1%eth0"), "k8scifar:nodes[1].address", "zone-qualified"),
+    ("unspecified", _node(0, address="0.0.0.0"), "k8scifar:nodes[0].address", "unspecified"),
+    ("broadcast", _node(0, address="255.255.255.255"), "k8scifar:nodes[0].address", "broadcast"),
+    ("multicast", _node(0, address="224.0.0.251"), "k8scifar:nodes[0].address", "multicast"),
+    ("loopback beside a LAN node", _node(0, address="127.0.0.1"), "k8scifar:nodes", "gpu-a has a loopback"),
+    ("link-local", _node(0, address="169.254.10.1"), "k8scifar:nodes[0].address", "link-local"),
+    # `ssh user@address`: a user that starts with '-' is an option, one with a space two words.
+    ("ssh option as user", _node(0, user="-oProxyCommand=sh"), "k8scifar:nodes[0].user", "POSIX user name"),
+    ("user with a space", _node(0, user="lab admin"), "k8scifar:nodes[0].user", "POSIX user name"),
+    ("user too long", _node(0, user="u" * 33), "k8scifar:nodes[0].user", "at most 32"),
+    # The rendezvous port and the namespace must not be the cluster's own.
+    ("port of the API server", _with("trainer.port", 6443), "k8scifar:trainer.port", "Kubernetes API"),
+    ("port of the kubelet", _with("trainer.port", 10250), "k8scifar:trainer.port", "kubelet"),
+    ("port of flannel", _with("trainer.port", 8472), "k8scifar:trainer.port", "flannel"),
+    ("port of etcd", _with("trainer.port", 2379), "k8scifar:trainer.port", "etcd"),
+    ("port of the registry", _with("trainer.port", 30500), "k8scifar:trainer.port", "registry NodePort"),
+    (
+        "hostNetwork port among NodePorts",
+        _with("trainer", {"hostNetwork": True, "port": 31000}),
+        "k8scifar:trainer.port",
+        "NodePort range 30000-32767",
+    ),
+    (
+        "hostNetwork port of SSH",
+        _with("trainer", {"hostNetwork": True, "port": 2222}) | {"ssh": {"port": 2222}},
+        "k8scifar:trainer.port",
+        "SSH",
+    ),
+    ("namespace kube-system", _with("namespace", "kube-system"), "k8scifar:namespace", "reserves"),
+    ("namespace default", _with("namespace", "default"), "k8scifar:namespace", "reserves"),
+    ("namespace kube-lab", _with("namespace", "kube-lab"), "k8scifar:namespace", "reserves"),
+    # Kubernetes releases.
+    (
+        "version with a leading zero",
+        _with("kubernetesVersion", "1.033.5"),
+        "k8scifar:kubernetesVersion",
+        "1.33.5",
+    ),
+    (
+        "unreleased patch",
+        _with("kubernetesVersion", "1.33.99"),
+        "k8scifar:kubernetesVersion",
+        "raise KNOWN_PATCHES in lab/config.py",
+    ),
+    # What the ranks and the dataset allow.
+    ("batch the ranks cannot split", _with("trainer.batchSize", 1023), "k8scifar:trainer.batchSize", "1022"),
+    ("batch above the dataset", _with("trainer.batchSize", 65536), "k8scifar:trainer.batchSize", "50000"),
+    ("seed above torch's range", _with("trainer.seed", 2**64), "k8scifar:trainer.seed", "4294967295"),
+    ("uid above 2^31-1", _with("trainer.uid", 2**31), "k8scifar:trainer.uid", "2147483647"),
+    ("learning rate true", _with("trainer.learningRate", True), "k8scifar:trainer.learningRate", "got True"),
+    ("batch size true", _with("trainer.batchSize", True), "k8scifar:trainer.batchSize", "got True"),
+    # Sweep values are held to the trainer's own rules (trainer.hyperparameters).
+    ("sweep batch size 0", _sweep({"batchSize": [256, 0]}), "k8scifar:sweep.parameters.batchSize", "item 2"),
+    (
+        "sweep negative lr",
+        _sweep({"learningRate": [-0.1]}),
+        "k8scifar:sweep.parameters.learningRate",
+        "(0, 100]",
+    ),
+    (
+        "sweep NaN lr",
+        _sweep({"learningRate": [math.nan]}),
+        "k8scifar:sweep.parameters.learningRate",
+        "finite",
+    ),
+    (
+        "sweep infinite lr",
+        _sweep({"learningRate": [math.inf]}),
+        "k8scifar:sweep.parameters.learningRate",
+        "inf",
+    ),
+    ("sweep epochs as text", _sweep({"epochs": ["ten"]}), "k8scifar:sweep.parameters.epochs", "integer"),
+    (
+        "sweep momentum true",
+        _sweep({"momentum": [True]}),
+        "k8scifar:sweep.parameters",
+        "momentum: item 1 is true",
+    ),
+    (
+        "sweep negative weight decay range",
+        _sweep({"weightDecay": {"min": -1e-3, "max": 1e-3}}, strategy="random", samples=4),
+        "k8scifar:sweep.parameters.weightDecay",
+        "min must be a finite number in [0, 1)",
+    ),
+    (
+        "sweep beyond an Indexed Job",
+        _sweep({"learningRate": [0.1] * 400, "momentum": [0.5] * 400}),
+        "k8scifar:sweep.parameters",
+        "160000 sets, more than the 100000 completions",
+    ),
+    (
+        "sweep beyond a ConfigMap",
+        _sweep({"learningRate": [0.1] * 50, "batchSize": [512] * 50, "momentum": [0.5] * 10}),
+        "k8scifar:sweep",
+        "more than the 1048576 a ConfigMap holds",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "values", "key", "problem"), UNSAFE, ids=[u[0] for u in UNSAFE])
+def test_unsafe_input_is_refused_in_one_line(what: str, values: dict, key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(values, source="test")
+    problems = info.value.problems
+    assert len(problems) == 1, f"{what}: one problem expected, got {problems}"
+    assert "\n" not in problems[0]
+    assert problems[0].startswith(f"{key}:"), f"{what}: {problems[0]!r} does not name {key}"
+    assert problem in problems[0], f"{what}: {problem!r} not in {problems[0]!r}"
+
+
 @pytest.mark.parametrize(("what", "values", "key", "problem"), BAD, ids=[b[0] for b in BAD])
 def test_bad_configuration_names_key_and_problem(what: str, values: dict, key: str, problem: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -274,3 +460,47 @@ def test_skip_steps_carry_their_reason() -> None:
         parse_config(GOOD | {"skip": {"nfsStart": "typo"}})
     with pytest.raises(ConfigError, match=r"k8scifar:skip\.nfsServerStart: String should have at least 1"):
         parse_config(GOOD | {"skip": {"nfsServerStart": ""}})
+
+
+def test_what_the_unsafe_rules_still_accept() -> None:
+    wide = parse_config(_with("nfs", {"allowedNetworks": ["192.168.0.0/16"], "allowWideNetworks": True}))
+    assert wide.nfs_allowed_networks == ["192.168.0.0/16"]
+    with pytest.raises(ConfigError, match="is every address"):
+        parse_config(_with("nfs", {"allowedNetworks": ["0.0.0.0/0"], "allowWideNetworks": True}))
+    # Every node on loopback: one machine playing both, as the CLI tests' sshd does.
+    one_machine = _node(0, address="127.0.0.1")["nodes"]
+    one_machine[1]["address"] = "127.0.0.2"
+    assert parse_config(_with("nodes", one_machine)).server.address == "127.0.0.1"
+    assert (
+        parse_config(_with("nfs.exportPath", "/home/alice/k8scifar")).nfs.export_path
+        == "/home/alice/k8scifar"
+    )
+    assert parse_config(_with("trainer", {"hostNetwork": True, "port": 29400})).trainer.port == 29400
+    assert parse_config(_with("kubernetesVersion", "v1.33.8")).kubernetes_version == "1.33.8"
+
+
+def test_yaml_text_numbers_reach_the_sweep_as_numbers() -> None:
+    # YAML 1.1 reads an unquoted 1e-3 as text; the trainer's rule reads it as the number it is.
+    cfg = parse_config(_sweep({"learningRate": ["1e-3", 0.5], "batchSize": ["512"]}))
+    assert cfg.sweep is not None
+    assert cfg.sweep.space()["parameters"] == {"lr": [0.001, 0.5], "batch_size": [512]}
+    assert cfg.sweep.size() == 2
+
+
+def test_unset_epochs_train_the_models_recipe() -> None:
+    from lab.cluster.pods import train_args
+
+    resnet = parse_config(_with("trainer.model", "resnet9"))
+    assert resnet.trainer.epochs is None
+    assert "--epochs" not in train_args(resnet, "/runs", "r", on_complete="exit")
+    fixed = parse_config(_with("trainer", {"model": "resnet9", "epochs": 5}))
+    args = train_args(fixed, "/runs", "r", on_complete="exit")
+    assert args[args.index("--epochs") + 1] == "5"
+
+
+def test_known_patches_cover_the_schemas_objects_are_validated_against() -> None:
+    """Every minor the loader accepts has a kubernetes-validate schema, and every schema a minor."""
+    from kubernetes_validate.utils import all_versions
+
+    schema_minors = {int(version.split(".")[1]) for version in all_versions()}
+    assert set(KNOWN_PATCHES) == schema_minors

@@ -6,8 +6,11 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.trainer.conftest import read_json, run, start, trainer, wait_for
 from trainer import report
+from trainer.cli import main
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 
@@ -96,13 +99,46 @@ def test_report_orders_best_first_and_shows_what_varied(tmp_path: Path) -> None:
 def test_bad_flags_are_named_before_anything_loads(tmp_path: Path) -> None:
     base = ["train", "--data", tmp_path, "--runs", tmp_path, "--run-name", "x"]
     for flag, value, message in [
-        ("--target-accuracy", "1.5", "must be in (0, 1]"),
-        ("--batch-size", "0", "must be above 0"),
-        ("--momentum", "1", "must be in [0, 1)"),
+        ("--target-accuracy", "1.5", "must be a finite number in (0, 1]"),
+        ("--batch-size", "0", "must be an integer in [1, 50000]"),
+        ("--momentum", "1", "must be a finite number in [0, 1)"),
     ]:
         result = run(trainer(*base, flag, value))
         assert result.returncode == 2
-        assert f"argument {flag}: {message}, got {value}" in result.stderr
+        assert f"argument {flag}: {message}" in result.stderr and f"got {value}" in result.stderr
     # A target of 1.0 is valid: the only complaint is about the epochs.
-    complaint = run(trainer(*base, "--target-accuracy", "1.0", "--epochs", "0")).stderr.splitlines()[-1]
-    assert complaint.endswith("error: argument --epochs: must be above 0, got 0")
+    complaint = run(trainer(*base, "--target-accuracy", "1.0", "--epochs", "0")).stderr.splitlines()
+    assert len(complaint) == 1
+    assert complaint[0].endswith("error: argument --epochs: must be an integer in [1, 1000], got 0")
+
+
+# Each flag is refused by the rule trainer.hyperparameters keeps for it, the same one the stack
+# file's trainer and sweep sections use.
+BAD_FLAGS = [
+    ("--weight-decay", "-0.0005", "must be a finite number in [0, 1)"),
+    ("--cutout", "-4", "must be an integer in [0, 32]"),
+    ("--cutout", "33", "must be an integer in [0, 32]"),
+    ("--lr", "nan", "must be a finite number in (0, 100]"),
+    ("--lr", "inf", "must be a finite number in (0, 100]"),
+    ("--lr", "0", "must be a finite number in (0, 100]"),
+    ("--batch-size", "50001", "must be an integer in [1, 50000]"),
+    ("--batch-size", "512.5", "must be an integer"),
+    ("--seed", "-1", "must be an integer in [0, 4294967295]"),
+    ("--seed", str(2**64), "must be an integer in [0, 4294967295]"),
+    ("--label-smoothing", "-0.1", "must be a finite number in [0, 1)"),
+    ("--width", "0", "must be an integer in [1, 1024]"),
+    ("--threads", "x", "must be an integer above 0"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "rule"), BAD_FLAGS, ids=[f"{f}={v}" for f, v, _ in BAD_FLAGS])
+def test_bad_hyperparameter_flags_get_one_line(
+    flag: str, value: str, rule: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["train", "--data", str(tmp_path), "--runs", str(tmp_path), "--run-name", "x", flag, value]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert f"argument {flag}: {rule}" in lines[0] and lines[0].endswith(f"got {value}")
