@@ -28,11 +28,12 @@ STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 
 # The newest patch release of each supported minor that this table knows (kubernetes-validate
 # ships schemas for exactly these minors; objects are validated against the configured one).
-# A patch above the one listed is refused as not released: when Kubernetes publishes a newer
-# patch (https://kubernetes.io/releases/), raise its entry here.
+# Each is the "Latest patch release" the release page (https://kubernetes.io/releases/1.MINOR/)
+# named when last read; pages read earlier may lag a patch or two. A patch above the one listed
+# is refused as not released: when Kubernetes publishes a newer patch, raise its entry here.
 KNOWN_PATCHES = {
     25: 16, 26: 15, 27: 16, 28: 15, 29: 15, 30: 14, 31: 14,
-    32: 12, 33: 8, 34: 4, 35: 1, 36: 1, 37: 0,
+    32: 13, 33: 10, 34: 9, 35: 9, 36: 4, 37: 1,
 }  # fmt: skip
 
 # Ports the cluster listens on at the nodes: k3s (https://docs.k3s.io/installation/requirements,
