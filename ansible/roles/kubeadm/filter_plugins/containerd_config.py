@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import re
 
-from ansible.errors import AnsibleFilterError
+
+class ContainerdConfigError(ValueError):
+    """A containerd default this filter cannot set up; Ansible fails the task with the message.
+
+    Not AnsibleFilterError: importing `ansible` patches `sys.intern` for the whole interpreter, which
+    breaks PyTorch's compiler in a process that also imports this module (the daemon-file tests).
+    """
+
 
 # Where flannel (install-cni-plugin) and pkgs.k8s.io's kubernetes-cni put the CNI plugins;
 # Debian patches containerd's default to /usr/lib/cni.
@@ -43,7 +50,7 @@ def _cni_plugin_dirs(section: str) -> str:
 def _sandbox_image(images: list[str]) -> str:
     pauses = [image.strip() for image in images if "/pause:" in image]
     if len(pauses) != 1:
-        raise AnsibleFilterError(f"`kubeadm config images list` named no single pause image: {images}")
+        raise ContainerdConfigError(f"`kubeadm config images list` named no single pause image: {images}")
     return pauses[0]
 
 
@@ -54,7 +61,7 @@ def kubeadm_containerd_edit(default: str, images: list[str]) -> str:
     sections = _sections(default)
     cni = [i for i, s in enumerate(sections) if _CNI_TABLE.search(s.splitlines()[0] if s else "")]
     if len(cni) != 1:
-        raise AnsibleFilterError("containerd's default configuration has no single CRI CNI table")
+        raise ContainerdConfigError("containerd's default configuration has no single CRI CNI table")
     sections[cni[0]] = _cni_plugin_dirs(sections[cni[0]])
     text = "".join(sections)
     edits = [
@@ -68,7 +75,7 @@ def kubeadm_containerd_edit(default: str, images: list[str]) -> str:
     for what, pattern, replacement in edits:
         text, found = re.subn(pattern, replacement, text)
         if not found:
-            raise AnsibleFilterError(f"containerd's default configuration has no setting for {what}")
+            raise ContainerdConfigError(f"containerd's default configuration has no setting for {what}")
     # An empty registry hosts directory (1.x, and 2.x as Debian builds it) becomes certs.d;
     # upstream 2.x already names it.
     return re.sub(r"(?m)^(\s*)config_path = (''|\"\")$", rf'\1config_path = "{CERTS_DIR}"', text)
