@@ -19,8 +19,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from lab.cli.stackfile import nested_model
 from lab.config import PROJECT, SWEEP_PARAMETERS, LabConfig, Range, SkipStep
+from lab.config_fields import nested_model
 
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command that prepares a fresh Linux machine for the lab and its tests:
 # Debian packages the test machines need (when run as root on Debian/Ubuntu),
-# then a virtual environment in .venv with the pinned Python dependencies.
+# then a virtual environment in .venv with every pinned Python package: the operator's, the
+# trainer's and the test tools (requirements/dev.lock, each file checked against its hash).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,6 @@ fi
 
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip==25.3
-.venv/bin/pip install --quiet -r requirements.lock
+.venv/bin/pip install --quiet --require-hashes -r requirements/dev.lock
 .venv/bin/pip install --quiet --no-deps --no-build-isolation -e .
 echo "setup: done; activate with 'source .venv/bin/activate'"

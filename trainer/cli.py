@@ -131,7 +131,6 @@ def _train(args: argparse.Namespace) -> int:
     splits = (data.load(args.data, train=True), data.load(args.data, train=False))
     config = resolve(options, len(splits[0].labels), len(splits[1].labels))
     where = train.Placement(
-        data=args.data,
         run_dir=run_dir,
         backend=distributed.choose_backend(args.backend),
         timeout=distributed.timeout_seconds(args.timeout_seconds, os.environ),

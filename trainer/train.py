@@ -35,7 +35,6 @@ WHITENING_IMAGES = 5000
 class Placement:
     """Where a run trains and what it does around the numbers (none of it changes the results)."""
 
-    data: Path
     run_dir: Path
     backend: str
     timeout: int

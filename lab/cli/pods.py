@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.cli.console import CliError
-from lab.cluster import sweep, training
 from lab.config import Distribution, LabConfig
 from lab.ssh import Remote
 
@@ -21,8 +20,6 @@ KUBECTL = {
         "kubectl --kubeconfig /etc/kubernetes/admin.conf",
     ),
 }
-# The DDP StatefulSet's and the sweep Job's pods; the dataset and image-build Jobs are not ranks.
-TRAINING_COMPONENTS = {training.COMPONENT, sweep.COMPONENT}
 COMPONENT_LABEL = "app.kubernetes.io/component"
 POD_INDEX = "apps.kubernetes.io/pod-index"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -37,13 +34,23 @@ class Rank:
     restarts: int
 
 
+def training_components() -> set[str]:
+    """The DDP StatefulSet's and the sweep Job's components; the dataset and image-build Jobs are not
+    ranks. Imported here, not with the module: lab.cluster declares objects through
+    pulumi_kubernetes, which every other `labctl` command would then load for nothing."""
+    from lab.cluster import sweep, training
+
+    return {training.COMPONENT, sweep.COMPONENT}
+
+
 def ranks(pods: dict[str, Any]) -> list[Rank]:
     """The pods of the DDP StatefulSet and the sweep Job, ordered by rank (the pod's index)."""
     found = []
+    components = training_components()
     for pod in pods.get("items", []):
         meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
         labels = meta.get("labels", {})
-        if labels.get(COMPONENT_LABEL) not in TRAINING_COMPONENTS:
+        if labels.get(COMPONENT_LABEL) not in components:
             continue
         # A StatefulSet pod's ordinal, or a sweep pod's completion index (an annotation before 1.28).
         annotations = meta.get("annotations", {})

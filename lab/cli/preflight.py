@@ -12,24 +12,16 @@ from pathlib import Path
 
 from lab.cli.console import Finding, Level
 from lab.config import LabConfig, Node, cluster_ports
+from lab.locks import OPERATOR_LOCK, pins
 from lab.ssh import Remote, SshError
 
-LOCK = Path(__file__).resolve().parents[2] / "requirements.lock"
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
 MAX_CLOCK_SKEW_S = 1.0
 OPERATOR = "operator"
-# What `pulumi up`, the validation suite and the trainer import on the operator's machine.
-RUNTIME_MODULES = (
-    "torch",
-    "torchvision",
-    "pulumi",
-    "pulumi_kubernetes",
-    "ansible_runner",
-    "testinfra",
-    "kubernetes_validate",
-    "matplotlib",
-)
+# What `pulumi up` and the validation suite import on the operator's machine; the trainer runs
+# in its image, so torch is not among them.
+RUNTIME_MODULES = ("pulumi", "pulumi_kubernetes", "ansible_runner", "testinfra")
 
 # Everything doctor needs from a node in one round trip, as key=value lines.
 FACTS_SCRIPT = r"""
@@ -78,20 +70,11 @@ def pulumi_cli() -> Finding:
     return Finding(OPERATOR, "Pulumi CLI", Level.OK, f"{version} at {exe}")
 
 
-def _pins(lock: Path) -> dict[str, str]:
-    pins = {}
-    for line in lock.read_text().splitlines():
-        name, sep, version = line.split("#")[0].strip().partition("==")
-        if sep:
-            pins[name] = version
-    return pins
-
-
-def python_dependencies(lock: Path = LOCK) -> Finding:
-    """Every package of requirements.lock installed at its pinned version in this Python."""
+def python_dependencies(lock: Path = OPERATOR_LOCK) -> Finding:
+    """Every package of the operator's lock installed at its pinned version in this Python."""
     wrong = []
-    pins = _pins(lock)
-    for name, want in pins.items():
+    pinned = pins(lock.read_text())
+    for name, want in pinned.items():
         try:
             have = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -105,17 +88,17 @@ def python_dependencies(lock: Path = LOCK) -> Finding:
             OPERATOR,
             "Python dependencies",
             Level.ERROR,
-            f"{len(wrong)} of {len(pins)} differ from {lock.name}: {', '.join(wrong[:5])}",
+            f"{len(wrong)} of {len(pinned)} differ from {lock.name}: {', '.join(wrong[:5])}",
             "run scripts/setup.sh, then use .venv/bin/labctl",
         )
     return Finding(
-        OPERATOR, "Python dependencies", Level.OK, f"{len(pins)} packages as pinned in {lock.name}"
+        OPERATOR, "Python dependencies", Level.OK, f"{len(pinned)} packages as pinned in {lock.name}"
     )
 
 
 def python_imports(modules: tuple[str, ...] = RUNTIME_MODULES) -> Finding:
-    """The lab's packages import, in a fresh interpreter: a mismatched pair (torchvision built for
-    another torch) installs cleanly and fails only here."""
+    """The lab's packages import, in a fresh interpreter: a package built against another version
+    of its dependency installs cleanly and fails only here."""
     script = "; ".join(f"import {m}" for m in modules)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False

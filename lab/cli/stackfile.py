@@ -4,28 +4,17 @@ descriptions, so a written file explains itself the way docs/configuration.md do
 from __future__ import annotations
 
 import json
-import typing
 from typing import Any
 
 from pydantic import BaseModel
 
 from lab.config import PROJECT, LabConfig
+from lab.config_fields import nested_model
 
 HEADER = """\
 # Written by `labctl init`; every key is described in docs/configuration.md.
 # Check the machines with `labctl doctor --stack NAME`, then `pulumi up --stack NAME`.
 """
-
-
-def nested_model(annotation: Any) -> type[BaseModel] | None:
-    """The model a field holds, directly, in a list or as an optional value."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = nested_model(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def _fields(model: type[BaseModel]) -> dict[str, Any]:

@@ -19,8 +19,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 GPU_RUNTIME_CLASS = "nvidia"
 
-# torchrun SIGKILLs workers 30 s after SIGTERM; the emergency checkpoint fits in that window,
-# and the pod's grace period adds room for the process to exit after it.
+# The kubelet SIGKILLs the trainer a grace period after its SIGTERM: the emergency checkpoint, then exit.
 EMERGENCY_CHECKPOINT_SECONDS = 30
 GRACE_PERIOD_SECONDS = EMERGENCY_CHECKPOINT_SECONDS + 15
 

@@ -7,8 +7,9 @@ import shutil
 import socket
 from pathlib import Path
 
-from lab.cli.preflight import LOCK, ports_finding, python_dependencies, python_imports
+from lab.cli.preflight import ports_finding, python_dependencies, python_imports
 from lab.config import Node
+from lab.locks import OPERATOR_LOCK
 from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
 
 
@@ -90,8 +91,9 @@ def test_doctor_reports_a_link_it_cannot_use(sshd: Sshd, tmp_path: Path) -> None
 
 def test_python_dependencies_names_what_differs(tmp_path: Path) -> None:
     assert python_dependencies().level.value == "ok"
-    broken = tmp_path / "requirements.lock"
-    broken.write_text(LOCK.read_text().replace("rich==", "rich==0.0.1+") + "no-such-package-k8scifar==1.0\n")
+    broken = tmp_path / "operator.lock"
+    pinned = OPERATOR_LOCK.read_text().replace("rich==", "rich==0.0.1+")
+    broken.write_text(pinned + "no-such-package-k8scifar==1.0\n")
     finding = python_dependencies(broken)
     assert finding.level.value == "error"
     assert "rich" in finding.detail and "no-such-package-k8scifar missing" in finding.detail

@@ -5,14 +5,10 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
+from lab.locks import DEV_LOCK, TRAINER_LOCK, pins
 from tests.trainer.conftest import ROOT
 
 IMAGE = ROOT / "images" / "trainer"
-
-
-def _pins(text: str) -> dict[str, str]:
-    found = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", text, flags=re.MULTILINE)
-    return {re.sub(r"[-_.]+", "-", name).lower(): pin for name, pin in found}
 
 
 def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
@@ -26,13 +22,14 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
         problems.append("the entrypoint must be python -m trainer")
     if not re.search(r"^COPY trainer/ ", dockerfile, flags=re.MULTILINE):
         problems.append("the trainer package must be copied from the context's trainer/")
-    image, locked = _pins(requirements), _pins(lock)
-    unpinned = [
-        line for line in requirements.splitlines() if line and not line.startswith("#") and "==" not in line
-    ]
+    if not re.search(r"^RUN pip install --require-hashes -r ", dockerfile, flags=re.MULTILINE):
+        problems.append("pip must install the trainer's lock with --require-hashes")
+    image, locked = pins(requirements), pins(lock)
+    # Requirements start their line; hashes continue it, indented, and comments start with `#`.
+    unpinned = [line for line in requirements.splitlines() if re.match(r"[^\s#]", line) and "==" not in line]
     problems += [f"{line!r} is not pinned with ==" for line in unpinned]
     problems += [
-        f"{n}=={v} differs from requirements.lock" for n, v in image.items() if n in locked and locked[n] != v
+        f"{n}=={v} differs from {DEV_LOCK.name}" for n, v in image.items() if n in locked and locked[n] != v
     ]
     for package in ("torch", "torchvision"):
         if image.get(package) != version(package).split("+")[0]:
@@ -43,8 +40,8 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
 def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
     problems = image_problems(
         (IMAGE / "Dockerfile").read_text(),
-        (IMAGE / "requirements.txt").read_text(),
-        (ROOT / "requirements.lock").read_text(),
+        TRAINER_LOCK.read_text(),
+        DEV_LOCK.read_text(),
     )
     assert problems == []
 
@@ -52,8 +49,9 @@ def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
 def test_the_image_check_catches_a_broken_dockerfile() -> None:
     broken = "FROM python:latest\nCOPY . /app\nENTRYPOINT python train.py\n"
     problems = image_problems(broken, "torch==2.0.0\nnumpy\n", "torch==2.14.1\n")
-    # base, user, entrypoint, copy, numpy unpinned, torch differs, torch and torchvision not the tested ones
-    assert len(problems) == 8, problems
+    # base, user, entrypoint, copy, no hashes, numpy unpinned, torch differs, torch and torchvision
+    # not the tested ones
+    assert len(problems) == 9, problems
 
 
 def test_the_ignore_file_keeps_only_what_the_dockerfile_copies() -> None:
