@@ -31,6 +31,15 @@ TASK_FILE_PLAY = """\
         name: {role}
         tasks_from: {tasks}
 """
+# Appended to TASK_FILE_PLAY when a test wants to see the facts the task file set.
+KEEP_FACTS = """\
+    - name: Write the facts the task file set
+      ansible.builtin.copy:
+        content: "{{{{ {names} | to_json }}}}"
+        dest: "{{{{ lab_test_facts }}}}"
+        mode: "0600"
+"""
+FACTS_FILE = "facts.json"
 
 
 def run_play(
@@ -75,8 +84,21 @@ def run_tasks(
     variables: dict[str, Any],
     fakes: dict[str, str] | None = None,
     environment: dict[str, str] | None = None,
+    keep: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`role`'s tasks/`tasks` on one local node, with `variables` overriding the role's defaults."""
+    """`role`'s tasks/`tasks` on one local node, with `variables` overriding the role's defaults.
+
+    `keep`: facts to write to work/facts.json once the task file is done (see `kept_facts`).
+    """
     inventory = {"all": {"hosts": {"node": LOCAL}}}
     play = TASK_FILE_PLAY.format(role=role, tasks=tasks)
+    if keep:
+        play += KEEP_FACTS.format(names="{" + ", ".join(f"'{name}': {name}" for name in keep) + "}")
+        variables = {**variables, "lab_test_facts": str(work / FACTS_FILE)}
     return run_play(work, play, inventory, {"lab_stack": "test", **variables}, fakes, environment)
+
+
+def kept_facts(work: Path) -> dict[str, Any]:
+    """The facts a `run_tasks(..., keep=...)` run in `work` wrote; empty when the play stopped before."""
+    found = work / FACTS_FILE
+    return json.loads(found.read_text()) if found.exists() else {}
