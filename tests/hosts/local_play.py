@@ -77,6 +77,31 @@ def run_play(
     )  # fmt: skip
 
 
+RENDER_PLAY = """\
+- name: Render one template
+  hosts: all
+  gather_facts: false
+  vars_files: {defaults}
+  tasks:
+    - name: Render the template
+      ansible.builtin.template:
+        src: {template}
+        dest: "{{{{ lab_test_out }}}}"
+        mode: "0600"
+"""
+
+
+def render_template(work: Path, template: Path, defaults: list[Path], variables: dict[str, Any]) -> str:
+    """What Ansible's template module makes of `template` with roles' `defaults` and `variables`."""
+    out = work / "rendered"
+    play = RENDER_PLAY.format(defaults=json.dumps([str(d) for d in defaults]), template=template)
+    inventory = {"all": {"hosts": {"node": LOCAL}}}
+    done = run_play(work, play, inventory, {"lab_stack": "test", "lab_test_out": str(out), **variables})
+    if done.returncode != 0:
+        raise RuntimeError(f"rendering {template.name} failed:\n{done.stdout[-3000:]}")
+    return out.read_text()
+
+
 def run_tasks(
     role: str,
     tasks: str,

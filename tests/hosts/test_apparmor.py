@@ -18,32 +18,15 @@ import pytest
 
 from lab.apparmor import BUILD_PROFILE
 from lab.playbook import ANSIBLE_DIR
-from tests.hosts.local_play import LOCAL, run_play, run_tasks
+from tests.hosts.local_play import render_template, run_tasks
 from tests.program.harness import containers, run_program
 
 TEMPLATE = ANSIBLE_DIR / "roles" / "prereq" / "templates" / "buildkit.apparmor.j2"
-RENDER = """\
-- name: Render the image build's AppArmor profile
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Render the template
-      ansible.builtin.template:
-        src: {template}
-        dest: "{{{{ lab_test_out }}}}"
-        mode: "0644"
-"""
 
 
 def _render(work: Path, abi: str) -> str:
-    out = work / f"profile-{abi}"
-    variables = {"lab_stack": "test", "lab_build_apparmor_profile": BUILD_PROFILE,
-                 "prereq_apparmor_abi": abi, "lab_test_out": str(out)}  # fmt: skip
-    done = run_play(
-        work / abi, RENDER.format(template=TEMPLATE), {"all": {"hosts": {"node": LOCAL}}}, variables
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out.read_text()
+    variables = {"lab_build_apparmor_profile": BUILD_PROFILE, "prereq_apparmor_abi": abi}
+    return render_template(work / abi, TEMPLATE, [], variables)
 
 
 def parser_problems(profile: Path) -> str:
