@@ -49,11 +49,13 @@ def run_play(
     variables: dict[str, Any],
     fakes: dict[str, str] | None = None,
     environment: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """ansible-playbook running `play` on `inventory` with `variables` as extra variables (a 0600 file).
 
     `fakes`: program name -> shell script body; each is installed in work/bin, first on PATH.
     `environment`: more variables for ansible-playbook and so for the programs its tasks run.
+    `prefix`: a command that runs ansible-playbook (its argv follows), e.g. in a mount namespace.
     """
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = work / "bin"
@@ -70,7 +72,8 @@ def run_play(
     path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
     inventory_file, play_file = work / "inventory.yml", work / "play.yml"
     return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory_file), "-e", f"@{secrets}", str(play_file)],
+        [*(prefix or []), str(ANSIBLE_PLAYBOOK), "-i", str(inventory_file), "-e", f"@{secrets}",
+         str(play_file)],
         env={"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "PATH": path, "HOME": str(work),
              "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_NOCOLOR": "1", **(environment or {})},
         capture_output=True, text=True, cwd=ANSIBLE_DIR,
