@@ -19,14 +19,23 @@ from typing import Any
 import pytest
 import yaml
 
+from lab.config import all_stacks, load_stack
 from lab.playbook import ANSIBLE_DIR
 from tests.hosts.local_play import run_play
 
 ROLES = ANSIBLE_DIR / "roles"
 # Each role's repository task, and the variable that holds its key's URL.
+KUBEADM = ("kubeadm", "packages.yml", "kubeadm_repo_key_url")
+NVIDIA = ("nvidia", "main.yml", "nvidia_repo_key_url")
+# Every stack's repositories: kubeadm's follows the stack's Kubernetes minor release.
 REPOSITORIES = [
-    ("kubeadm", "packages.yml", "kubeadm_repo_key_url"),
-    ("nvidia", "main.yml", "nvidia_repo_key_url"),
+    (stack, *repository)
+    for stack in all_stacks()
+    for repository, used in (
+        (KUBEADM, load_stack(stack).distribution.value == "kubeadm"),
+        (NVIDIA, load_stack(stack).has_gpus),
+    )
+    if used
 ]
 SYSTEM_PYTHON = "/usr/bin/python3"  # deb822_repository needs python3-debian, which Debian packages for it
 # What NVIDIA's install guide writes
@@ -70,8 +79,10 @@ def _task(role: str, tasks: str) -> dict[str, Any]:
     }
 
 
-def _add_repository(work: Path, role: str, tasks: str, key_variable: str, key: Path) -> tuple[Path, Path]:
-    """The role's repository task run for real; the sources and keyrings directories it wrote to."""
+def _add_repository(
+    work: Path, stack: str, role: str, tasks: str, key_variable: str, key: Path
+) -> tuple[Path, Path]:
+    """The role's repository task run for real for `stack`; the directories it wrote sources and keys to."""
     sources, keyrings = work / "sources.list.d", work / "keyrings"
     sources.mkdir(parents=True)
     keyrings.mkdir()
@@ -84,7 +95,7 @@ def _add_repository(work: Path, role: str, tasks: str, key_variable: str, key: P
             "hosts": {"node": {"ansible_connection": "local", "ansible_python_interpreter": SYSTEM_PYTHON}}
         }
     }
-    variables = {"lab_kubernetes_minor": "1.33", key_variable: key.as_uri()}
+    variables = {"lab_kubernetes_minor": load_stack(stack).kubernetes_minor, key_variable: key.as_uri()}
     prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{binds} && exec "$@"', "sh"]
     done = run_play(work, play, inventory, variables, prefix=prefix)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -100,11 +111,13 @@ def apt_reads(sources: Path, work: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize(("role", "tasks", "key_variable"), REPOSITORIES, ids=[r[0] for r in REPOSITORIES])
+@pytest.mark.parametrize(
+    ("stack", "role", "tasks", "key_variable"), REPOSITORIES, ids=[f"{r[0]}-{r[1]}" for r in REPOSITORIES]
+)
 def test_the_roles_sources_are_what_apt_reads(
-    role: str, tasks: str, key_variable: str, key: Path, tmp_path: Path
+    stack: str, role: str, tasks: str, key_variable: str, key: Path, tmp_path: Path
 ) -> None:
-    sources, keyrings = _add_repository(tmp_path, role, tasks, key_variable, key)
+    sources, keyrings = _add_repository(tmp_path, stack, role, tasks, key_variable, key)
     (source,) = sources.glob("*.sources")
     stanza = dict(re.findall(r"^([\w-]+): (.*)$", source.read_text(), flags=re.MULTILINE))
     # sources.list(5): a suite ending in "/" is a flat repository and takes no Components.
@@ -121,7 +134,7 @@ def test_the_roles_sources_are_what_apt_reads(
 
 def test_apt_refuses_a_second_source_with_another_keyring(key: Path, tmp_path: Path) -> None:
     """Why the nvidia role keeps the machine's source: two Signed-By for one URL stop every apt command."""
-    sources, _ = _add_repository(tmp_path, "nvidia", "main.yml", "nvidia_repo_key_url", key)
+    sources, _ = _add_repository(tmp_path, "example-gpu", *NVIDIA, key)
     (sources / "nvidia-container-toolkit.list").write_text(NVIDIA_GUIDE_LIST)
     read = apt_reads(sources, tmp_path)
     assert read.returncode != 0 and "Conflicting values set for option Signed-By" in read.stderr
