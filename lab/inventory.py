@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lab import apparmor, nvidia
 from lab.config import HostKeyPolicy, LabConfig, Node
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,8 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_trainer_port": lab.trainer.port,
         "lab_airgap": airgap,
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
+        **apparmor.role_vars(),
+        **nvidia.role_vars(),
     }
 
 

@@ -10,9 +10,11 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from lab.apparmor import BUILD_PROFILE, USERNS_SYSCTL
 from lab.cli.console import Finding, Level
 from lab.config import LabConfig, Node, cluster_ports
 from lab.locks import OPERATOR_LOCK, pins
+from lab.nvidia import MAX_COMPUTE_CAPABILITY, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_MAJOR, gpu_problems
 from lab.ssh import Remote, SshError
 
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
@@ -33,10 +35,14 @@ if sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi
 echo "ntp=$(timedatectl show -p NTPSynchronized --value 2>/dev/null || echo unknown)"
 if command -v nvidia-smi >/dev/null; then
   echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
-  echo "driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)"
+  query=driver_version,compute_cap
+  echo "gpu_info=$(nvidia-smi --query-gpu=$query --format=csv,noheader 2>/dev/null | tr '\n' ';')"
 else
   echo "gpus=none"
 fi
+echo "apparmor=$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null || echo absent)"
+userns=/proc/sys/kernel/apparmor_restrict_unprivileged_userns
+echo "userns_restricted=$(cat $userns 2>/dev/null || echo absent)"
 if command -v ss >/dev/null; then
   echo "tcp=$(ss -Hltn | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
   echo "udp=$(ss -Hlun | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
@@ -140,7 +146,8 @@ def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
         Finding(node.name, "SSH", Level.OK, f"logged in as {remote.target}"),
         _sudo(node, facts),
         _os(node, facts),
-        *_gpu(node, facts),
+        *gpu_findings(node, facts),
+        userns_finding(node, facts),
         _time_sync(node, facts, clock_offset),
         ports_finding(node, facts, needed_ports(cfg, node)),
     ]
@@ -171,7 +178,7 @@ def _os(node: Node, facts: dict[str, str]) -> Finding:
     )
 
 
-def _gpu(node: Node, facts: dict[str, str]) -> list[Finding]:
+def gpu_findings(node: Node, facts: dict[str, str]) -> list[Finding]:
     if node.gpus == 0:
         return []
     seen = facts.get("gpus", "none")
@@ -195,7 +202,42 @@ def _gpu(node: Node, facts: dict[str, str]) -> list[Finding]:
                 f"set gpus: {seen} for {node.name} in the stack file, or fix the driver (`nvidia-smi`)",
             )
         ]
-    return [Finding(node.name, "GPU driver", Level.OK, f"{seen} GPU(s), driver {facts.get('driver', '?')}")]
+    gpus = [entry.split(",") for entry in facts.get("gpu_info", "").split(";") if entry.strip()]
+    driver = gpus[0][0].strip() if gpus else "?"
+    problems = gpu_problems(driver, [gpu[-1] for gpu in gpus])
+    if problems:
+        return [
+            Finding(
+                node.name,
+                "GPU driver",
+                Level.ERROR,
+                "; ".join(problems),
+                f"install an NVIDIA driver of the {MIN_DRIVER_MAJOR} series or newer and reboot"
+                f" (Ubuntu: nvidia-driver-{MIN_DRIVER_MAJOR}-server); a GPU outside compute capability"
+                f" {MIN_COMPUTE_CAPABILITY} to {MAX_COMPUTE_CAPABILITY} cannot run the image: set gpus: 0",
+            )
+        ]
+    return [Finding(node.name, "GPU driver", Level.OK, f"{seen} GPU(s), driver {driver}")]
+
+
+def userns_finding(node: Node, facts: dict[str, str]) -> Finding:
+    """Whether the image build's rootless BuildKit can create user namespaces on this node."""
+    restricted = facts.get("userns_restricted", "absent")
+    if facts.get("apparmor") != "Y":
+        return Finding(
+            node.name,
+            "user namespaces",
+            Level.WARNING,
+            f"AppArmor is off: kubelet refuses the image build pod here (it names profile {BUILD_PROFILE})",
+            "enable AppArmor (on by default on Debian and Ubuntu)",
+        )
+    if restricted == "1":
+        detail = (
+            f"{USERNS_SYSCTL}=1 (Ubuntu 24.04): only profiles with `userns` may create them; the image build"
+            f" runs under {BUILD_PROFILE}, which `pulumi up` loads"
+        )
+        return Finding(node.name, "user namespaces", Level.OK, detail)
+    return Finding(node.name, "user namespaces", Level.OK, f"{USERNS_SYSCTL}: {restricted}, not restricted")
 
 
 def _time_sync(node: Node, facts: dict[str, str], offset: float) -> Finding:

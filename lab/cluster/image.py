@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.apparmor import BUILD_PROFILE
 from lab.build_context import DOCKERFILE, BuildContext
 from lab.cluster.pods import container_security, mount
 from lab.cluster.registry import REPOSITORY, Registry, image_reference
@@ -60,11 +61,13 @@ def _buildctl_args(push_ref: str, cache_ref: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _unconfined(scope: Scope, container: str) -> tuple[dict[str, object], dict[str, object]]:
+def _build_security(scope: Scope, container: str) -> tuple[dict[str, object], dict[str, object]]:
     """Pod metadata (annotations) and container security that let rootless BuildKit create user namespaces.
 
     The runtime's default seccomp and AppArmor profiles forbid the mounts and `unshare` that
-    rootlesskit needs; BuildKit still runs as an unprivileged user with no added capability.
+    rootlesskit needs. The lab's AppArmor profile (lab/apparmor.py, loaded on the nodes by the
+    prereq role) is unconfined but also allows user namespaces where Ubuntu 24.04 restricts them,
+    which `Unconfined` does not. BuildKit still runs as an unprivileged user with no added capability.
     """
     security: dict[str, object] = {
         "runAsUser": BUILDKIT_UID,
@@ -73,10 +76,12 @@ def _unconfined(scope: Scope, container: str) -> tuple[dict[str, object], dict[s
         "seccompProfile": {"type": "Unconfined"},
     }
     if kubernetes_minor(scope.lab) >= 30:  # the field replaced the annotation in 1.30
-        security["appArmorProfile"] = {"type": "Unconfined"}
+        security["appArmorProfile"] = {"type": "Localhost", "localhostProfile": BUILD_PROFILE}
         return {}, security
     return {
-        "annotations": {f"container.apparmor.security.beta.kubernetes.io/{container}": "unconfined"}
+        "annotations": {
+            f"container.apparmor.security.beta.kubernetes.io/{container}": f"localhost/{BUILD_PROFILE}"
+        }
     }, security
 
 
@@ -89,7 +94,7 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
         immutable=True,
         opts=scope.opts(),
     )
-    pod_metadata, build_security = _unconfined(scope, "buildkit")
+    pod_metadata, build_security = _build_security(scope, "buildkit")
     unpack = {
         "name": "unpack",
         # The BuildKit image carries busybox tar: no second image to pin and pull.

@@ -46,7 +46,12 @@ def declare_registry(scope: Scope, storage: Storage) -> Registry:
         "name": "registry",
         "image": REGISTRY_IMAGE,
         "ports": [{"name": "http", "containerPort": PORT}],
-        "env": [{"name": "REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY", "value": STORAGE_DIR}],
+        "env": [
+            {"name": "REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY", "value": STORAGE_DIR},
+            # Registry 3 exports traces to localhost:4318 unless told not to, and logs every failed
+            # export (distribution/distribution#4270, docs note in #4669).
+            {"name": "OTEL_TRACES_EXPORTER", "value": "none"},
+        ],
         "readinessProbe": {**probe, "initialDelaySeconds": 2},
         "livenessProbe": {**probe, "initialDelaySeconds": 30, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},

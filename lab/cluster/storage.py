@@ -17,6 +17,9 @@ from lab.cluster.scope import Scope
 
 APP = "nfs"
 COMPONENT = "storage"
+# NFSv4 only: without a version the kubelet's mount falls back to v3 when v4 fails, and v3 needs
+# rpcbind and mountd ports the lab does not open (nfs(5), nfsvers; v4 negotiates its minor version).
+MOUNT_OPTIONS = ["nfsvers=4"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ def _declare_share(scope: Scope, share: Share) -> k8s.core.v1.PersistentVolumeCl
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
             "claimRef": {"namespace": scope.lab.namespace, "name": share.claim},
+            "mountOptions": MOUNT_OPTIONS,
             "nfs": {"server": scope.lab.nfs_server.address, "path": export_path(scope, share)},
         },
         opts=scope.opts(),

@@ -7,7 +7,13 @@ import shutil
 import socket
 from pathlib import Path
 
-from lab.cli.preflight import ports_finding, python_dependencies, python_imports
+from lab.cli.preflight import (
+    gpu_findings,
+    ports_finding,
+    python_dependencies,
+    python_imports,
+    userns_finding,
+)
 from lab.config import Node
 from lab.locks import OPERATOR_LOCK
 from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
@@ -121,3 +127,29 @@ def test_ports_finding_reads_the_nodes_listening_sockets() -> None:
     assert ports_finding(node, {"tcp": "22", "udp": "8472"}, needed).level.value == "warning"
     assert ports_finding(node, {"tcp": "22", "udp": "53"}, needed).level.value == "ok"
     assert "install iproute2" in ports_finding(node, {"ports": "unknown"}, needed).fix
+
+
+def test_gpu_finding_holds_the_driver_and_gpus_to_the_image_s_cuda() -> None:
+    """nvidia-smi --query-gpu=driver_version,compute_cap lines, one per GPU (lab/nvidia.py: CUDA 13.0
+    needs the 580 series, and its wheels run on compute capability 7.5 to 12.0)."""
+    node = Node(name="g", address="10.0.0.1", user="u", role="server", gpus=2)
+
+    def finding(gpu_info: str) -> tuple[str, str]:
+        (found,) = gpu_findings(node, {"gpus": "2", "gpu_info": gpu_info})
+        return found.level.value, found.detail
+
+    assert finding("580.95.05, 8.6;580.95.05, 12.0;") == ("ok", "2 GPU(s), driver 580.95.05")
+    level, detail = finding("570.172.08, 8.0;570.172.08, 8.0;")
+    assert level == "error" and "570.172.08 is older than the 580 series" in detail
+    level, detail = finding("580.95.05, 8.6;580.95.05, 7.0;")
+    assert level == "error" and "compute capability 7.0 is outside 7.5 to 12.0" in detail
+
+
+def test_userns_finding_reports_the_apparmor_restriction() -> None:
+    node = Node(name="n", address="10.0.0.1", user="u", role="server")
+    noble = userns_finding(node, {"apparmor": "Y", "userns_restricted": "1"})
+    assert noble.level.value == "ok" and "apparmor_restrict_unprivileged_userns=1" in noble.detail
+    assert "k8scifar-buildkit" in noble.detail
+    assert "not restricted" in userns_finding(node, {"apparmor": "Y", "userns_restricted": "absent"}).detail
+    off = userns_finding(node, {"apparmor": "absent", "userns_restricted": "absent"})
+    assert off.level.value == "warning" and "kubelet refuses the image build pod" in off.detail

@@ -31,6 +31,15 @@ TASK_FILE_PLAY = """\
         name: {role}
         tasks_from: {tasks}
 """
+# Appended to TASK_FILE_PLAY when a test wants to see the facts the task file set.
+KEEP_FACTS = """\
+    - name: Write the facts the task file set
+      ansible.builtin.copy:
+        content: "{{{{ {names} | to_json }}}}"
+        dest: "{{{{ lab_test_facts }}}}"
+        mode: "0600"
+"""
+FACTS_FILE = "facts.json"
 
 
 def run_play(
@@ -40,11 +49,13 @@ def run_play(
     variables: dict[str, Any],
     fakes: dict[str, str] | None = None,
     environment: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """ansible-playbook running `play` on `inventory` with `variables` as extra variables (a 0600 file).
 
     `fakes`: program name -> shell script body; each is installed in work/bin, first on PATH.
     `environment`: more variables for ansible-playbook and so for the programs its tasks run.
+    `prefix`: a command that runs ansible-playbook (its argv follows), e.g. in a mount namespace.
     """
     work.mkdir(parents=True, exist_ok=True)
     bin_dir = work / "bin"
@@ -61,11 +72,37 @@ def run_play(
     path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
     inventory_file, play_file = work / "inventory.yml", work / "play.yml"
     return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory_file), "-e", f"@{secrets}", str(play_file)],
+        [*(prefix or []), str(ANSIBLE_PLAYBOOK), "-i", str(inventory_file), "-e", f"@{secrets}",
+         str(play_file)],
         env={"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "PATH": path, "HOME": str(work),
              "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_NOCOLOR": "1", **(environment or {})},
         capture_output=True, text=True, cwd=ANSIBLE_DIR,
     )  # fmt: skip
+
+
+RENDER_PLAY = """\
+- name: Render one template
+  hosts: all
+  gather_facts: false
+  vars_files: {defaults}
+  tasks:
+    - name: Render the template
+      ansible.builtin.template:
+        src: {template}
+        dest: "{{{{ lab_test_out }}}}"
+        mode: "0600"
+"""
+
+
+def render_template(work: Path, template: Path, defaults: list[Path], variables: dict[str, Any]) -> str:
+    """What Ansible's template module makes of `template` with roles' `defaults` and `variables`."""
+    out = work / "rendered"
+    play = RENDER_PLAY.format(defaults=json.dumps([str(d) for d in defaults]), template=template)
+    inventory = {"all": {"hosts": {"node": LOCAL}}}
+    done = run_play(work, play, inventory, {"lab_stack": "test", "lab_test_out": str(out), **variables})
+    if done.returncode != 0:
+        raise RuntimeError(f"rendering {template.name} failed:\n{done.stdout[-3000:]}")
+    return out.read_text()
 
 
 def run_tasks(
@@ -75,8 +112,21 @@ def run_tasks(
     variables: dict[str, Any],
     fakes: dict[str, str] | None = None,
     environment: dict[str, str] | None = None,
+    keep: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`role`'s tasks/`tasks` on one local node, with `variables` overriding the role's defaults."""
+    """`role`'s tasks/`tasks` on one local node, with `variables` overriding the role's defaults.
+
+    `keep`: facts to write to work/facts.json once the task file is done (see `kept_facts`).
+    """
     inventory = {"all": {"hosts": {"node": LOCAL}}}
     play = TASK_FILE_PLAY.format(role=role, tasks=tasks)
+    if keep:
+        play += KEEP_FACTS.format(names="{" + ", ".join(f"'{name}': {name}" for name in keep) + "}")
+        variables = {**variables, "lab_test_facts": str(work / FACTS_FILE)}
     return run_play(work, play, inventory, {"lab_stack": "test", **variables}, fakes, environment)
+
+
+def kept_facts(work: Path) -> dict[str, Any]:
+    """The facts a `run_tasks(..., keep=...)` run in `work` wrote; empty when the play stopped before."""
+    found = work / FACTS_FILE
+    return json.loads(found.read_text()) if found.exists() else {}

@@ -1,4 +1,4 @@
-"""Renders what the k3s, kubeadm and registry_mirror roles hand to the node daemons, for one stack.
+"""Renders what the k3s, kubeadm, registry_mirror and nfs_server roles hand to node daemons, for one stack.
 
 A real ansible-playbook run on a local connection, with the inventory the bootstrap generates
 from the stack file and the roles' own defaults, templates and tasks: each node's files land
@@ -30,10 +30,12 @@ TEMPLATES = {
         ("k3s", "config.yaml.j2", "config.yaml"),
         ("k3s", "k3s.service.j2", "k3s.service"),
         ("registry_mirror", "registries.yaml.j2", "registries.yaml"),
+        ("nfs_server", "k8scifar.exports.j2", "k8scifar.exports"),
     ],
     "kubeadm": [
         ("kubeadm", "kubeadm.yaml.j2", "kubeadm.yaml"),
         ("registry_mirror", "hosts.toml.j2", "hosts.toml"),
+        ("nfs_server", "k8scifar.exports.j2", "k8scifar.exports"),
     ],
 }
 # Role variables that are command lines, dumped as JSON for the tests.
@@ -114,7 +116,10 @@ def render(stack: str, work: Path) -> Rendered:
         {"src": str(ROLES / role / "templates" / src), "name": name}
         for role, src, name in TEMPLATES[lab.distribution.value]
     ]
-    defaults = [str(ROLES / role / "defaults" / "main.yml") for role in ("k3s", "kubeadm", "registry_mirror")]
+    defaults = [
+        str(ROLES / role / "defaults" / "main.yml")
+        for role in ("k3s", "kubeadm", "registry_mirror", "nfs_server")
+    ]
     commands = "{" + ", ".join(f"'{name}': {name}" for name in COMMANDS) + "}"
     play = PLAY.format(defaults=json.dumps(defaults), templates=json.dumps(templates), commands=commands)
     tokens = new_tokens()

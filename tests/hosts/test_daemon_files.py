@@ -23,9 +23,11 @@ from lab.config import all_stacks
 from lab.playbook import ANSIBLE_DIR
 from lab.tokens import PLAYBOOK_VARIABLES
 from tests.hosts.containerd_rules import cri_settings, hosts_toml_problems
+from tests.hosts.exports_rules import can_run, run_exportfs
 from tests.hosts.k3s_rules import k3s_config_problems, registries_problems
 from tests.hosts.kubeadm_rules import kubeadm_config_problems
-from tests.hosts.render import KUBEADM_CA_HASH, Rendered, render
+from tests.hosts.local_play import render_template
+from tests.hosts.render import KUBEADM_CA_HASH, ROLES, Rendered, render
 
 sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "kubeadm" / "filter_plugins"))
 from containerd_config import CNI_BIN_DIR, kubeadm_containerd_edit
@@ -252,6 +254,70 @@ def test_containerd_defaults_alone_would_break_kubeadm() -> None:
     settings = {p.name: cri_settings(p.read_text()) for p in CONTAINERD_DEFAULTS}
     assert settings["containerd-1.7.24-default.toml"]["cni plugin dirs"] == ["/usr/lib/cni"]
     assert settings["containerd-1.6.20-default.toml"]["sandbox image"] == "registry.k8s.io/pause:3.6"
+
+
+# NFS
+
+
+# What the export must say to every allowed network (nfs_server role defaults), as etab spells it.
+EXPORT_OPTIONS = {"rw", "sync", "root_squash", "no_subtree_check"}
+
+
+def exports_problems(text: str, path: str, networks: list[str]) -> list[str]:
+    """What Debian's exportfs says of `text`, and where what it understood differs from the lab's intent."""
+    complaints, found = run_exportfs(text, [path])
+    problems = [complaints] if complaints else []
+    wanted = {(path, network) for network in networks}
+    got = {(e.path, e.client) for e in found}
+    problems += [f"exportfs exports {p!r} to {c}, not meant" for p, c in sorted(got - wanted)]
+    problems += [f"exportfs does not export {p!r} to {c}" for p, c in sorted(wanted - got)]
+    problems += [
+        f"{e.client}: exportfs lacks {sorted(EXPORT_OPTIONS - e.options)}"
+        for e in found
+        if EXPORT_OPTIONS - e.options
+    ]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def exportfs() -> None:
+    if why := can_run():
+        pytest.skip(why)
+
+
+@pytest.mark.usefixtures("exportfs")
+def test_exports_lines_are_what_exportfs_reads(rendered: dict[str, Rendered]) -> None:
+    problems = {
+        r.stack: p
+        for r in rendered.values()
+        if (
+            p := exports_problems(
+                r.file(r.lab.nfs_server.name, "k8scifar.exports"),
+                r.lab.nfs.export_path,
+                r.lab.nfs_allowed_networks,
+            )
+        )
+    }
+    assert problems == {}
+
+
+@pytest.mark.usefixtures("exportfs")
+def test_the_exports_check_finds_what_exportfs_would_not_take(tmp_path: Path) -> None:
+    networks, spaced = ["10.0.0.1/32", "10.0.0.2/32"], "/srv/k8s cifar"
+    variables = {"lab_nfs_export_path": spaced, "lab_nfs_allowed_networks": networks}
+    good = render_template(tmp_path, ROLES / "nfs_server" / "templates" / "k8scifar.exports.j2",
+                           [ROLES / "nfs_server" / "defaults" / "main.yml"], variables)  # fmt: skip
+    assert exports_problems(good, spaced, networks) == []
+    # Unquoted, the path ends at the space and the rest is taken for a client (exports(5)).
+    assert exports_problems(good.replace('"', ""), "/srv/k8s cifar", networks)
+    assert any(
+        "unknown keyword" in p
+        for p in exports_problems(good.replace("sync,", "synch,"), "/srv/k8s cifar", networks)
+    )
+    squashing_nothing = good.replace("root_squash", "no_root_squash")
+    assert any(
+        "lacks ['root_squash']" in p for p in exports_problems(squashing_nothing, "/srv/k8s cifar", networks)
+    )
 
 
 # Command lines the roles run

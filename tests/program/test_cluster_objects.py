@@ -96,10 +96,15 @@ def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
     old = _workload(recorded("example-kubeadm"), "build")  # 1.29: annotation
     new = _workload(recorded("example-cpu"), "build")  # 1.33: field
     annotation = "container.apparmor.security.beta.kubernetes.io/buildkit"
-    assert old.inputs["spec"]["template"]["metadata"]["annotations"] == {annotation: "unconfined"}
+    assert old.inputs["spec"]["template"]["metadata"]["annotations"] == {
+        annotation: "localhost/k8scifar-buildkit"
+    }
     assert "appArmorProfile" not in containers(old)[-1]["securityContext"]
     assert "annotations" not in new.inputs["spec"]["template"]["metadata"]
-    assert containers(new)[-1]["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
+    assert containers(new)[-1]["securityContext"]["appArmorProfile"] == {
+        "type": "Localhost",
+        "localhostProfile": "k8scifar-buildkit",
+    }
 
 
 def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() -> None:

@@ -18,6 +18,12 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
         problems.append("the base image must be pinned to an exact version tag")
     if not re.search(r"^USER 1000(:1000)?$", dockerfile, flags=re.MULTILINE):
         problems.append("the image must run as uid 1000")
+    # Pods run as the stack's trainer.uid, not always 1000: HOME must be writable by any uid.
+    home = re.search(r"^ENV HOME=(\S+)$", dockerfile, flags=re.MULTILINE)
+    if not home or not re.search(
+        rf"mkdir -m 1777 {re.escape(home.group(1))}$", dockerfile, flags=re.MULTILINE
+    ):
+        problems.append("HOME must be set and created sticky and world-writable (mkdir -m 1777)")
     if 'ENTRYPOINT ["python", "-m", "trainer"]' not in dockerfile:
         problems.append("the entrypoint must be python -m trainer")
     if not re.search(r"^COPY trainer/ ", dockerfile, flags=re.MULTILINE):
@@ -49,9 +55,9 @@ def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
 def test_the_image_check_catches_a_broken_dockerfile() -> None:
     broken = "FROM python:latest\nCOPY . /app\nENTRYPOINT python train.py\n"
     problems = image_problems(broken, "torch==2.0.0\nnumpy\n", "torch==2.14.1\n")
-    # base, user, entrypoint, copy, no hashes, numpy unpinned, torch differs, torch and torchvision
-    # not the tested ones
-    assert len(problems) == 9, problems
+    # base, user, HOME, entrypoint, copy, no hashes, numpy unpinned, torch differs, torch and
+    # torchvision not the tested ones
+    assert len(problems) == 10, problems
 
 
 def test_the_ignore_file_keeps_only_what_the_dockerfile_copies() -> None:

@@ -1,0 +1,196 @@
+"""The lab_packages, prereq and nvidia roles' decisions about apt and the NVIDIA stack, run by Ansible
+for real with apt-get, dpkg-query and nvidia-smi replaced by recording stand-ins (dpkg's version
+comparison is the real one).
+
+Each test is the situation a real node was found in: apt lists fresh by date but older than a
+repository just added, a node prepared with NVIDIA's own install guide, a newer toolkit, a driver
+or GPU too old for the trainer image's CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lab import nvidia
+from lab.playbook import ANSIBLE_DIR
+from tests.hosts.local_play import kept_facts, run_tasks
+
+ROLES = ANSIBLE_DIR / "roles"
+PIN = "1.17.8-1"
+
+
+def _run(
+    role: str, tasks: str, work: Path, variables: dict[str, Any], fakes: dict[str, str], names: list[str]
+) -> tuple[int, str, dict[str, Any]]:
+    """`role`'s tasks/`tasks` on this machine; Ansible's exit status and output, and the facts in `names`."""
+    done = run_tasks(
+        role, tasks, work, {**nvidia.role_vars(), **variables}, fakes, {"FAKE_DIR": str(work)}, names
+    )
+    return done.returncode, done.stdout + done.stderr, kept_facts(work)
+
+
+# lab_packages: apt's lists
+
+
+def _lists(tmp_path: Path, simulate_rc: int, refresh: bool) -> tuple[dict[str, Any], list[str]]:
+    fake = f'echo "$*" >> "$FAKE_DIR/apt-get.calls"\nexit {simulate_rc}'
+    variables = {"lab_packages_missing": ["kubelet=1.33.5-1.1"], "lab_packages_refresh": refresh}
+    rc, output, facts = _run("lab_packages", "lists.yml", tmp_path, variables, {"apt-get": fake},
+                             ["lab_packages_lists_valid_time"])  # fmt: skip
+    assert rc == 0, output
+    calls = tmp_path / "apt-get.calls"
+    return facts, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_apt_lists_are_refreshed_when_a_pinned_package_has_no_candidate(tmp_path: Path) -> None:
+    """`apt-get install` exits 100 on "Unable to locate package" or "Version ... was not found"."""
+    facts, calls = _lists(tmp_path, simulate_rc=100, refresh=False)
+    assert calls == ["--simulate --quiet install kubelet=1.33.5-1.1"]
+    assert int(facts["lab_packages_lists_valid_time"]) == 0
+
+
+def test_apt_lists_are_trusted_for_their_age_when_apt_can_install(tmp_path: Path) -> None:
+    facts, _ = _lists(tmp_path, simulate_rc=0, refresh=False)
+    assert int(facts["lab_packages_lists_valid_time"]) == 3600
+
+
+def test_apt_lists_are_refreshed_after_a_repository_changed(tmp_path: Path) -> None:
+    facts, calls = _lists(tmp_path, simulate_rc=0, refresh=True)
+    assert calls == [] and int(facts["lab_packages_lists_valid_time"]) == 0
+
+
+def _tasks(role: str, name: str) -> list[dict[str, Any]]:
+    return yaml.safe_load((ROLES / role / "tasks" / name).read_text())
+
+
+def _blocks(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [t for task in tasks for t in (_blocks(task["block"]) if "block" in task else [task])]
+
+
+def test_the_install_uses_the_decided_list_age_and_callers_say_when_a_repository_changed() -> None:
+    """deb822_repository does not refresh apt's lists (its module notes): every role that adds a
+    repository tells lab_packages, which otherwise keeps lists up to an hour old."""
+    (install,) = [t for t in _blocks(_tasks("lab_packages", "main.yml")) if "ansible.builtin.apt" in t]
+    assert install["ansible.builtin.apt"]["cache_valid_time"] == "{{ lab_packages_lists_valid_time }}"
+    for role, tasks in (("kubeadm", "packages.yml"), ("nvidia", "main.yml")):
+        found = _tasks(role, tasks)
+        (repo,) = [t for t in found if "ansible.builtin.deb822_repository" in t]
+        (packages,) = [
+            t for t in found if t.get("ansible.builtin.include_role", {}).get("name") == "lab_packages"
+        ]
+        assert packages["vars"]["lab_packages_refresh"] == f"{{{{ {repo['register']} is changed }}}}", role
+
+
+def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
+    """deb822_repository imports `debian.deb822` on the node (ansible-core's deb822_repository.py,
+    requirements: python3-debian); prereq runs first on every node (playbooks/site.yml)."""
+    users = sorted(
+        f"{role.name}/{tasks.name}"
+        for role in ROLES.iterdir()
+        for tasks in (role / "tasks").glob("*.yml")
+        if tasks.name != "reset.yml" and "ansible.builtin.deb822_repository:" in tasks.read_text()
+    )
+    assert users == ["kubeadm/packages.yml", "nvidia/main.yml"]
+    site = yaml.safe_load((ANSIBLE_DIR / "playbooks" / "site.yml").read_text())
+    assert site[0]["hosts"] == "all" and site[0]["roles"] == [{"role": "prereq"}]
+    defaults = yaml.safe_load((ROLES / "prereq" / "defaults" / "main.yml").read_text())
+    assert "python3-debian" in defaults["prereq_packages"]
+
+
+# nvidia: the machine's own toolkit source and release
+
+
+NVIDIA_GUIDE_LIST = (
+    "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+    "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n"
+)
+
+
+def _toolkit(tmp_path: Path, sources: dict[str, str], installed: str | None) -> dict[str, Any]:
+    sources_dir = tmp_path / "sources.list.d"
+    sources_dir.mkdir()
+    for name, text in sources.items():
+        (sources_dir / name).write_text(text)
+    dpkg_query = (
+        f'echo "ii  {installed}"' if installed else 'echo "dpkg-query: no packages found" >&2; exit 1'
+    )
+    variables = {"nvidia_apt_sources": [str(tmp_path / "sources.list"), str(sources_dir)],
+                 "nvidia_apt_sources_dir": str(sources_dir)}  # fmt: skip
+    names = ["nvidia_machine_sources", "nvidia_toolkit_install"]
+    rc, output, facts = _run(
+        "nvidia", "toolkit_facts.yml", tmp_path / "run", variables, {"dpkg-query": dpkg_query}, names
+    )
+    assert rc == 0, output
+    facts["nvidia_machine_sources"] = [Path(p).name for p in facts["nvidia_machine_sources"]]
+    return facts
+
+
+def test_a_source_from_nvidia_s_install_guide_is_used_as_it_is(tmp_path: Path) -> None:
+    """apt refuses every command when one URL has two sources with different Signed-By
+    ("Conflicting values set for option Signed-By"): the machine's source is kept, none added."""
+    facts = _toolkit(tmp_path, {"nvidia-container-toolkit.list": NVIDIA_GUIDE_LIST}, None)
+    assert facts["nvidia_machine_sources"] == ["nvidia-container-toolkit.list"]
+
+
+def test_the_lab_s_own_source_and_commented_lines_are_not_the_machine_s(tmp_path: Path) -> None:
+    own = "Types: deb\nURIs: https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)\nSuites: /\n"
+    sources = {"nvidia-container-toolkit.sources": own, "old.list": "# " + NVIDIA_GUIDE_LIST}
+    assert _toolkit(tmp_path, sources, None)["nvidia_machine_sources"] == []
+
+
+@pytest.mark.parametrize(
+    ("installed", "pinned"),
+    [(None, True), ("1.17.3-1", True), (PIN, False), ("1.17.10-1", False)],
+)
+def test_a_toolkit_at_or_above_the_pin_is_kept(tmp_path: Path, installed: str | None, pinned: bool) -> None:
+    """dpkg --compare-versions decides (1.17.10 is above 1.17.8, which a string comparison gets wrong)."""
+    install = _toolkit(tmp_path, {}, installed)["nvidia_toolkit_install"]
+    assert all(p.endswith(f"={PIN}") for p in install) is pinned
+    assert install[0].split("=")[0] == "nvidia-container-toolkit"
+
+
+# nvidia: driver and GPUs
+
+
+def _driver(tmp_path: Path, smi: str, gpus: int = 1) -> tuple[int, str, dict[str, Any]]:
+    return _run("nvidia", "driver.yml", tmp_path, {"node_gpus": gpus, "nvidia_driver_install": False},
+                {"nvidia-smi": smi}, ["nvidia_gpu_count", "nvidia_driver_version"])  # fmt: skip
+
+
+def _stopped_because(output: str) -> str:
+    found = re.findall(r'"msg": "(node node[^"]*)"', output)
+    return found[0] if found else output[-2000:]
+
+
+def test_a_driver_and_gpus_the_image_runs_on_pass(tmp_path: Path) -> None:
+    rc, output, facts = _driver(tmp_path, "printf '580.95.05, 8.6\\n580.95.05, 12.0\\n'", gpus=2)
+    assert rc == 0, output
+    assert int(facts["nvidia_gpu_count"]) == 2 and facts["nvidia_driver_version"] == "580.95.05"
+
+
+@pytest.mark.parametrize(
+    ("smi", "reason"),
+    [
+        ("echo '570.172.08, 8.0'", "older than the 580 series"),  # Ubuntu's old fallback, 570-server
+        ("echo '535.247.01, 8.6'", "older than the 580 series"),  # Debian 12's nvidia-driver
+        ("echo '580.95.05, 7.0'", "compute capability 7.0 is outside 7.5 to 12.0"),  # Volta
+        ("echo 'NVIDIA-SMI has failed' >&2; exit 9", "`nvidia-smi` failed"),
+    ],
+)
+def test_an_unfit_driver_or_gpu_stops_the_play_naming_why(tmp_path: Path, smi: str, reason: str) -> None:
+    rc, output, _ = _driver(tmp_path, smi)
+    assert rc != 0 and reason in _stopped_because(output), output[-3000:]
+
+
+def test_the_fallback_driver_is_of_a_series_the_image_runs_on() -> None:
+    """Ubuntu packages nvidia-driver-<series>-server; Debian 12's nvidia-driver is 535: no fallback there."""
+    defaults = (ROLES / "nvidia" / "defaults" / "main.yml").read_text()
+    package = yaml.safe_load(defaults)["nvidia_driver_package"]
+    ubuntu = re.search(r"'(nvidia-driver-(\d+)[\w-]*)' if ansible_facts.distribution == 'Ubuntu'", package)
+    assert ubuntu and int(ubuntu.group(2)) >= nvidia.MIN_DRIVER_MAJOR, package
+    assert package.endswith("else '' }}"), "Debian packages no driver of the series the image needs"
