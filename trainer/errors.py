@@ -7,9 +7,10 @@ import os
 import sys
 import time
 
-# torchrun tells each worker where to leave its failure (the agent's summary shows it as the
-# rank's root cause): torch/distributed/elastic/multiprocessing/errors/__init__.py in
-# pytorch/pytorch, whose ProcessFailure reads {"message": str, "timestamp": int}.
+# torchrun tells each worker where to leave its failure; the agent's summary shows the file's
+# "py_callstack" as the rank's root cause. The layout is the one torch's own ErrorHandler writes
+# (torch/distributed/elastic/multiprocessing/errors/error_handler.py, record_exception, in
+# pytorch/pytorch); its plain-string form makes the agent log two warnings.
 ELASTIC_ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 
 
@@ -33,5 +34,6 @@ def report(err: TrainerError) -> int:
     if path:
         # Without this file the agent's summary says only "To enable traceback see: <url>".
         with open(path, "w") as handle:
-            json.dump({"message": line, "timestamp": int(time.time())}, handle)
+            extra = {"py_callstack": line, "timestamp": str(int(time.time()))}
+            json.dump({"message": {"message": line, "extraInfo": extra}}, handle)
     return err.exit_code
