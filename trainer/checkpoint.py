@@ -58,6 +58,11 @@ def _candidates(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.name, reverse=True)
 
 
+def written(folder: Path) -> bool:
+    """Whether any checkpoint was written here, sound or not (a temporary file does not count)."""
+    return bool(_candidates(folder)) or (folder / POINTER).exists()
+
+
 def latest_verified(folder: Path) -> Path | None:
     """The newest checkpoint whose bytes match their recorded sum, `latest` first; warns on skips."""
     pointed = _pointed(folder)

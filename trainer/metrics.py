@@ -52,11 +52,10 @@ class RunFolder:
         for name in (METRICS, STATUS, SUMMARY, CURVES):
             (self.path / name).unlink(missing_ok=True)
 
-    def has_records(self) -> bool:
-        """Whether an earlier start left epochs here: a checkpoint, its pointer or a metrics line."""
-        checkpoints = self.checkpoints.is_dir() and any(self.checkpoints.iterdir())
+    def has_metrics(self) -> bool:
+        """Whether an earlier start recorded an epoch here."""
         metrics = self.path / METRICS
-        return checkpoints or (metrics.is_file() and metrics.stat().st_size > 0)
+        return metrics.is_file() and metrics.stat().st_size > 0
 
     def rewrite_metrics(self, history: list[dict[str, Any]]) -> None:
         """Make metrics.jsonl exactly the epochs a resumed state has seen (drops lines after it)."""

@@ -478,7 +478,7 @@ def prepare(folder: RunFolder, config: TrainConfig, fresh: bool) -> Start:
     folder.prepare(fresh)
     chosen = checkpoint.latest_verified(folder.checkpoints)
     if chosen is None:
-        if folder.has_records():
+        if checkpoint.written(folder.checkpoints) or folder.has_metrics():
             raise checkpoint.CheckpointError(
                 f"{folder.path} holds epochs of an earlier start but no checkpoint that verifies, so"
                 " it cannot resume; start it again from epoch 1 with --fresh (which replaces its"
