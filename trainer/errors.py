@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -32,8 +33,9 @@ def report(err: TrainerError) -> int:
     print(line, file=sys.stderr, flush=True)
     path = os.environ.get(ELASTIC_ERROR_FILE)
     if path:
-        # Without this file the agent's summary says only "To enable traceback see: <url>".
-        with open(path, "w") as handle:
+        # Without this file the agent's summary says only "To enable traceback see: <url>"; a file
+        # that cannot be written costs that summary line, never the error itself.
+        with contextlib.suppress(OSError), open(path, "w") as handle:
             extra = {"py_callstack": line, "timestamp": str(int(time.time()))}
             json.dump({"message": {"message": line, "extraInfo": extra}}, handle)
     return err.exit_code
