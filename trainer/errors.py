@@ -19,6 +19,8 @@ class TrainerError(Exception):
     """Bad input (flags, environment, dataset, sweep file, checkpoint) named with its fix."""
 
     exit_code = 2
+    # Set where every rank raises the same error from numbers they share: rank 0 alone prints it.
+    echo = False
 
 
 class RunFailed(TrainerError):
@@ -28,9 +30,11 @@ class RunFailed(TrainerError):
 
 
 def report(err: TrainerError) -> int:
-    """Print `err` as one line, leave it where torchrun looks for a worker's failure, return the exit code."""
+    """Print `err` as one line (unless rank 0 prints it), leave it where torchrun looks for a
+    worker's failure, and return the exit code."""
     line = f"error: {err}"
-    print(line, file=sys.stderr, flush=True)
+    if not err.echo:
+        print(line, file=sys.stderr, flush=True)
     path = os.environ.get(ELASTIC_ERROR_FILE)
     if path:
         # Without this file the agent's summary says only "To enable traceback see: <url>"; a file

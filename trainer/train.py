@@ -244,7 +244,7 @@ class Run:
             self.train_epoch(epoch, stop)
         began = time.monotonic()
         final_loss, final_acc = self.evaluate(self.config.tta)
-        _finite("the final evaluation", self.config.lr, test=final_loss)
+        _finite("the final evaluation", self.config.lr, self.place.rank, test=final_loss)
         self.progress.train_seconds += time.monotonic() - began
         return self.finish(final_loss, final_acc)
 
@@ -271,7 +271,13 @@ class Run:
         loss_sum, correct, seen = distributed.sum_all(sums.tolist())
         test_loss, test_acc = self.evaluate(tta=0)
         # Before the checkpoint: the last one on disk is always of weights that were still numbers.
-        _finite(f"epoch {epoch + 1} (step {p.step})", self.config.lr, train=loss_sum / seen, test=test_loss)
+        _finite(
+            f"epoch {epoch + 1} (step {p.step})",
+            self.config.lr,
+            self.place.rank,
+            train=loss_sum / seen,
+            test=test_loss,
+        )
         seconds = time.monotonic() - begun
         p.train_seconds += seconds
         line = {
@@ -437,14 +443,17 @@ class Run:
         return summary
 
 
-def _finite(where: str, lr: float, **losses: float) -> None:
+def _finite(where: str, lr: float, rank: int, **losses: float) -> None:
+    """Raise on every rank alike when a loss (summed over the ranks) is not a number."""
     if all(math.isfinite(value) for value in losses.values()):
         return
     shown = ", ".join(f"{name} loss {value}" for name, value in losses.items())
-    raise Diverged(
+    error = Diverged(
         f"training diverged in {where}: {shown}; lower --lr (it is {lr:g}) or check the data, then"
         " start again with --fresh (the checkpoints hold only the epochs before)"
     )
+    error.echo = rank != 0
+    raise error
 
 
 def _latest(line: dict[str, Any]) -> dict[str, Any]:

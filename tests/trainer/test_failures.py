@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.conftest import read_json, run, strict_json, trainer
+from tests.trainer.conftest import read_json, run, strict_json, torchrun, trainer
 from trainer import atomic, checkpoint, data
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
@@ -42,12 +42,19 @@ def test_strict_json_is_written_or_nothing(tmp_path: Path) -> None:
         strict_json('{"loss": NaN}')
 
 
-def test_a_diverging_run_fails_with_its_reason(dataset: Path, tmp_path: Path) -> None:
-    result = run(
-        trainer("train", "--data", dataset, "--runs", tmp_path, "--run-name", "nan", *TINY, "--lr", "nan")
+def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path: Path) -> None:
+    """Under torchrun every rank sees the same non-finite loss (it is summed over them): rank 0
+    says so, and each rank's exit code and line reach torchrun's summary."""
+    command = torchrun(
+        2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "nan", *TINY, "--lr", "nan"
     )
-    assert result.returncode == 1, result.stdout + result.stderr
-    _one_error_line(result.stderr, "training diverged in epoch 1 (step 12): train loss nan")
+    result = run(command)
+    assert result.returncode != 0
+    said = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(said) == 1, result.stderr[-4000:]
+    assert said[0].startswith("error: training diverged in epoch 1 (step 12): train loss nan")
+    root_cause = result.stderr.split("Root Cause (first observed failure):")[1]
+    assert "exitcode  : 1 " in root_cause and "traceback : error: training diverged" in root_cause
     assert "done:" not in result.stdout
     run_dir = tmp_path / "nan"
     status = read_json(run_dir / "status.json")
