@@ -24,5 +24,10 @@ def write_bytes(path: Path, data: bytes) -> None:
         os.close(folder)
 
 
+def to_json(content: Any, indent: int | None = None) -> str:
+    """Strict JSON: NaN or infinity raise instead of writing tokens that JSON parsers refuse."""
+    return json.dumps(content, indent=indent, sort_keys=True, allow_nan=False)
+
+
 def write_json(path: Path, content: Any) -> None:
-    write_bytes(path, (json.dumps(content, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes(path, (to_json(content, indent=2) + "\n").encode())

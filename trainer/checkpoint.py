@@ -22,6 +22,8 @@ from trainer.errors import TrainerError
 
 POINTER = "latest"
 PATTERN = re.compile(r"^ckpt-(\d{9})\.pt$")
+# How torch's weights-only unpickler names a type it refuses (torch/_weights_only_unpickler.py).
+UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 
 
 class CheckpointError(TrainerError):
@@ -56,6 +58,11 @@ def _candidates(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.name, reverse=True)
 
 
+def written(folder: Path) -> bool:
+    """Whether any checkpoint was written here, sound or not (a temporary file does not count)."""
+    return bool(_candidates(folder)) or (folder / POINTER).exists()
+
+
 def latest_verified(folder: Path) -> Path | None:
     """The newest checkpoint whose bytes match their recorded sum, `latest` first; warns on skips."""
     pointed = _pointed(folder)
@@ -87,7 +94,14 @@ def _problem(path: Path) -> str | None:
 
 def load(path: Path, config_hash: str, device: torch.device) -> dict[str, Any]:
     """The state in `path`, refused unless it was written by a run with the same config hash."""
-    state = torch.load(path, map_location=device, weights_only=True)
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # torch raises pickle, zip-reader and runtime errors alike
+        # torch's own message advises weights_only=False, which would run whatever the file holds.
+        found = UNSAFE_GLOBAL.search(str(err))
+        raise _foreign(path, f"it holds {found.group(1)}" if found else type(err).__name__) from None
+    if not isinstance(state, dict):
+        raise _foreign(path, f"it holds a {type(state).__name__}")
     if state.get("config_hash") != config_hash:
         theirs = json.dumps(state.get("hyperparameters"), sort_keys=True)
         raise CheckpointError(
@@ -95,3 +109,10 @@ def load(path: Path, config_hash: str, device: torch.device) -> dict[str, Any]:
             " flags, or start a new run with another --run-name (or delete that run folder)"
         )
     return state
+
+
+def _foreign(path: Path, what: str) -> CheckpointError:
+    return CheckpointError(
+        f"{path} matches its sha256 but is not a checkpoint this trainer wrote ({what}), so it is not"
+        " loaded: move it out of the folder to resume from an older checkpoint, or start again with --fresh"
+    )

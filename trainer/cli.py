@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from trainer import sweep
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError, report
 from trainer.hyperparameters import MODELS, RULES, HyperparameterError
 
 
@@ -84,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--sweep", type=Path, help="sweep file; the set at --index overrides the flags")
     train.add_argument("--index", type=int, help="sweep set (default: env JOB_COMPLETION_INDEX)")
     train.add_argument("--on-complete", choices=("exit", "wait"), default="exit")
+    train.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start again at epoch 1, replacing the run folder's checkpoints and records",
+    )
 
     probe = commands.add_parser("probe", help="exit 0 iff the run's status is complete")
     probe.add_argument("--run", type=Path, required=True, help="a run folder")
@@ -137,6 +141,7 @@ def _train(args: argparse.Namespace) -> int:
         checkpoint_keep=args.checkpoint_keep,
         target_accuracy=args.target_accuracy,
         on_complete=args.on_complete,
+        fresh=args.fresh,
     )
     return train.main(config, where, place, splits, train.StopSignal())
 
@@ -196,5 +201,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except TrainerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return report(err)

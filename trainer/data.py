@@ -52,13 +52,17 @@ def _read_batch(path: Path) -> Split:
         with open(path, "rb") as handle:
             batch = pickle.load(handle, encoding="latin1")
         data = np.asarray(batch["data"])
-        labels = np.asarray(batch["labels"], dtype=np.int64)
+        labels = np.asarray(batch["labels"])
     except Exception as err:  # a truncated pickle raises any of several types
         raise DataError(f"{path} is corrupt or truncated ({type(err).__name__}: {err}); {fix}") from None
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != ROW:
         raise DataError(
             f"{path} holds {data.dtype} rows of shape {data.shape}, not uint8 rows of {ROW}; {fix}"
         )
+    # Checked before the cast: int64 would truncate 2.7 to 2 without a word.
+    if labels.size and labels.dtype.kind not in "iu":
+        raise DataError(f"{path} has {labels.dtype} labels, not integers from 0 to 9; {fix}")
+    labels = labels.astype(np.int64)
     if len(labels) != len(data) or labels.min(initial=0) < 0 or labels.max(initial=0) >= len(CLASSES):
         raise DataError(
             f"{path} has {len(labels)} labels for {len(data)} images or labels outside 0-9; {fix}"

@@ -7,6 +7,7 @@ step, the rank and the world size: a run resumed mid-epoch sees exactly the batc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -107,3 +108,20 @@ def _cut_out(images: torch.Tensor, corner: torch.Tensor, size: int) -> torch.Ten
     cols = (span >= corner[:, 1:2]) & (span < corner[:, 1:2] + size)
     mask = rows.view(-1, 1, 32, 1) & cols.view(-1, 1, 1, 32)
     return images.masked_fill(mask, 0)
+
+
+# Fewer optimizer steps than this per epoch cannot learn: the warm-up, the lookahead (every 5
+# steps) and BatchNorm's running statistics all need steps, not epochs.
+MIN_STEPS_PER_EPOCH = 10
+
+
+def few_steps_warning(images: int, batch_size: int) -> str | None:
+    """A warning when `batch_size` leaves too few steps per epoch on `images` to learn from."""
+    steps = images // batch_size
+    if steps >= MIN_STEPS_PER_EPOCH:
+        return None
+    fits = 2 ** int(math.log2(max(images // MIN_STEPS_PER_EPOCH, 1)))
+    return (
+        f"--batch-size {batch_size} leaves {steps} step(s) per epoch on {images:,} training images,"
+        f" too few to learn; use --batch-size {fits} or less (or more data)"
+    )

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from trainer import atomic
+from trainer.errors import TrainerError
 
 METRICS = "metrics.jsonl"
 STATUS = "status.json"
 SUMMARY = "summary.json"
+CURVES = "curves.png"
+
+
+class RunFolderError(TrainerError):
+    """A run folder this process cannot write."""
 
 
 class RunFolder:
@@ -21,16 +29,43 @@ class RunFolder:
         self.path = path
         self.checkpoints = path / "checkpoints"
 
-    def prepare(self) -> None:
-        self.checkpoints.mkdir(parents=True, exist_ok=True)
+    def prepare(self, fresh: bool) -> None:
+        """Make the folder (emptied of an earlier start's files when `fresh`) and prove it writable."""
+        try:
+            if fresh:
+                self._clear()
+            self.checkpoints.mkdir(parents=True, exist_ok=True)
+            # mkdir succeeds on a read-only mount when the folder exists: only a write tells.
+            probe = self.path / f".writable-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            raise RunFolderError(
+                f"cannot write the run folder {self.path} ({err.strerror or err}): choose a --runs"
+                " folder this user can write, or fix its permissions or mount"
+            ) from None
+
+    def _clear(self) -> None:
+        """Remove what the trainer writes here, nothing else (a sweep keeps its sets in subfolders)."""
+        if self.checkpoints.exists():
+            shutil.rmtree(self.checkpoints)
+        for name in (METRICS, STATUS, SUMMARY, CURVES):
+            (self.path / name).unlink(missing_ok=True)
+
+    def has_metrics(self) -> bool:
+        """Whether an earlier start recorded an epoch here."""
+        metrics = self.path / METRICS
+        return metrics.is_file() and metrics.stat().st_size > 0
 
     def rewrite_metrics(self, history: list[dict[str, Any]]) -> None:
         """Make metrics.jsonl exactly the epochs a resumed state has seen (drops lines after it)."""
-        atomic.write_bytes(self.path / METRICS, "".join(json.dumps(line) + "\n" for line in history).encode())
+        atomic.write_bytes(
+            self.path / METRICS, "".join(atomic.to_json(line) + "\n" for line in history).encode()
+        )
 
     def append_metrics(self, line: dict[str, Any]) -> None:
         with open(self.path / METRICS, "a") as handle:
-            handle.write(json.dumps(line) + "\n")
+            handle.write(atomic.to_json(line) + "\n")
 
     def write_status(self, state: str, **fields: Any) -> None:
         atomic.write_json(self.path / STATUS, {"state": state, "updated": time.time(), **fields})

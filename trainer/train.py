@@ -8,8 +8,11 @@ whatever restarts it (torchrun, the StatefulSet) resumes from that checkpoint.
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import platform
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,8 +25,9 @@ from torch import nn
 
 from trainer import checkpoint, data, distributed, plots
 from trainer.config import ConfigurationError, TrainConfig, code_hash
-from trainer.loader import PAD, Shard, TrainLoader, normalise, to_device, translate
-from trainer.metrics import RunFolder, progress_line
+from trainer.errors import RunFailed
+from trainer.loader import PAD, Shard, TrainLoader, few_steps_warning, normalise, to_device, translate
+from trainer.metrics import CURVES, RunFolder, progress_line
 from trainer.model import RECIPES, build, param_groups
 
 SIGTERM_EXIT = 128 + signal.SIGTERM
@@ -41,17 +45,28 @@ class Placement:
     checkpoint_keep: int
     target_accuracy: float
     on_complete: str
+    fresh: bool = False
 
 
 class Stopped(Exception):
     """SIGTERM arrived; the emergency checkpoint is written."""
 
 
+class Diverged(RunFailed):
+    """The loss stopped being a number; the run is marked failed."""
+
+
 class StopSignal:
-    """Remembers a SIGTERM so the step loop can stop between steps, never inside one."""
+    """Remembers a SIGTERM so the step loop can stop between steps, never inside one.
+
+    Until `arm` a SIGTERM ends the process at once: before training (loading data, waiting at
+    the rendezvous) there is nothing to save, and torchrun stops the peers of a failed rank so.
+    """
 
     def __init__(self) -> None:
         self.event = threading.Event()
+
+    def arm(self) -> None:
         signal.signal(signal.SIGTERM, lambda *_: self.event.set())
 
     @property
@@ -83,6 +98,14 @@ class Lookahead:
         for slow, fast in zip(self.slow, self.fast, strict=True):
             slow.lerp_(fast, 1 - decay)
             fast.copy_(slow)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where rank 0 found the run before the rendezvous: the checkpoint to resume and its state."""
+
+    path: Path | None = None
+    state: dict[str, Any] | None = None
 
 
 @dataclass
@@ -178,13 +201,12 @@ class Run:
             "emergency": emergency,
         }
 
-    def resume(self) -> None:
-        """Load the newest verified checkpoint (rank 0 chooses it), counting the restart."""
-        chosen = checkpoint.latest_verified(self.folder.checkpoints) if self.is_rank0 else None
-        chosen = distributed.share(chosen)
+    def resume(self, start: Start) -> None:
+        """Continue from the checkpoint rank 0 chose and loaded (the others load it now); a restart."""
+        chosen = distributed.share(start.path)
         if chosen is None:
             return
-        state = checkpoint.load(Path(chosen), self.config.hash(), self.device)
+        state = start.state or checkpoint.load(Path(chosen), self.config.hash(), self.device)
         self.net.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.lookahead:
@@ -211,10 +233,9 @@ class Run:
 
     # -- training ------------------------------------------------------------------------------
 
-    def fit(self, stop: StopSignal) -> dict[str, Any]:
-        if self.is_rank0:
-            self.folder.prepare()
-        self.resume()
+    def fit(self, stop: StopSignal, start: Start) -> dict[str, Any]:
+        self.resume(start)
+        stop.arm()
         self.model = distributed.wrap(self.net, self.device, self.config.compression)
         self.devices = distributed.gather(_device_name(self.device))
         self.report_status("running")
@@ -222,6 +243,7 @@ class Run:
             self.train_epoch(epoch, stop)
         began = time.monotonic()
         final_loss, final_acc = self.evaluate(self.config.tta)
+        _finite("the final evaluation", self.config.lr, self.place.rank, test=final_loss)
         self.progress.train_seconds += time.monotonic() - began
         return self.finish(final_loss, final_acc)
 
@@ -247,6 +269,14 @@ class Run:
                 self.report_status("running", eta_seconds=self.eta(begun, begun_step))
         loss_sum, correct, seen = distributed.sum_all(sums.tolist())
         test_loss, test_acc = self.evaluate(tta=0)
+        # Before the checkpoint: the last one on disk is always of weights that were still numbers.
+        _finite(
+            f"epoch {epoch + 1} (step {p.step})",
+            self.config.lr,
+            self.place.rank,
+            train=loss_sum / seen,
+            test=test_loss,
+        )
         seconds = time.monotonic() - begun
         p.train_seconds += seconds
         line = {
@@ -395,7 +425,14 @@ class Run:
         }
         if self.is_rank0:
             self.folder.write_summary(summary)
-            plots.curves(p.history, self.folder.path / "curves.png")
+            labels = plots.RunLabels(
+                self.folder.path.name,
+                self.config.model,
+                self.place.world_size,
+                self.where.target_accuracy,
+                self.config.label_smoothing,
+            )
+            plots.curves(p.history, self.folder.path / CURVES, labels)
             self.report_status("complete", best_test_acc=summary["best_test_acc"], final_test_acc=final_acc)
             print(
                 f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%),"
@@ -403,6 +440,19 @@ class Run:
                 flush=True,
             )
         return summary
+
+
+def _finite(where: str, lr: float, rank: int, **losses: float) -> None:
+    """Raise on every rank alike when a loss (summed over the ranks) is not a number."""
+    if all(math.isfinite(value) for value in losses.values()):
+        return
+    shown = ", ".join(f"{name} loss {value}" for name, value in losses.items())
+    error = Diverged(
+        f"training diverged in {where}: {shown}; lower --lr (it is {lr:g}) or check the data, then"
+        " start again with --fresh (the checkpoints hold only the epochs before)"
+    )
+    error.echo = rank != 0
+    raise error
 
 
 def _latest(line: dict[str, Any]) -> dict[str, Any]:
@@ -417,6 +467,7 @@ def _device_name(device: torch.device) -> str:
 
 def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSignal) -> int:
     """Say the run is complete and sleep until SIGTERM, so a pod neither exits nor crash-loops."""
+    stop.arm()
     print(
         f"run {folder.path} is complete (best test accuracy {100 * summary['best_test_acc']:.2f}%);"
         " waiting for SIGTERM",
@@ -424,6 +475,30 @@ def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSign
     )
     stop.wait()
     return 0
+
+
+def prepare(folder: RunFolder, config: TrainConfig, fresh: bool) -> Start:
+    """Rank 0, before the rendezvous: a writable folder and the checkpoint to resume, loaded.
+
+    A refusal here is one line from one rank while the others still wait at the rendezvous
+    (torchrun then stops them), never a failed collective on every rank.
+    """
+    folder.prepare(fresh)
+    chosen = checkpoint.latest_verified(folder.checkpoints)
+    if chosen is None:
+        if checkpoint.written(folder.checkpoints) or folder.has_metrics():
+            raise checkpoint.CheckpointError(
+                f"{folder.path} holds epochs of an earlier start but no checkpoint that verifies, so"
+                " it cannot resume; start it again from epoch 1 with --fresh (which replaces its"
+                " checkpoints and metrics), or use another --run-name"
+            )
+        return Start()
+    return Start(chosen, checkpoint.load(chosen, config.hash(), torch.device("cpu")))
+
+
+def _fresh(where: Placement) -> bool:
+    # A round torchrun starts after a failure must resume what the first round wrote, not wipe it.
+    return where.fresh and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 
 
 def main(
@@ -435,21 +510,50 @@ def main(
 ) -> int:
     """Train (or find the run already complete), then exit or wait as `where.on_complete` says."""
     folder = RunFolder(where.run_dir)
-    # Checked before joining: the other ranks of a finished job are asleep, not at the rendezvous.
-    done = folder.completed(config.hash()) if where.on_complete == "wait" else None
+    fresh = _fresh(where)
+    # Pods of a finished job sleep rather than meet at the rendezvous: each reads the shared folder.
+    done = folder.completed(config.hash()) if where.on_complete == "wait" and not fresh else None
     if done is None:
+        # Rank 0 alone reads the folder (on several machines only its own has one) and refuses bad
+        # state before the rendezvous; the others learn whether it found the run complete.
+        start = Start()
+        if place.rank == 0:
+            done = None if fresh else folder.completed(config.hash())
+            if done is None:
+                start = prepare(folder, config, fresh)
+                if warning := few_steps_warning(config.train_images, config.batch_size):
+                    print(f"warning: {warning}", file=sys.stderr, flush=True)
         distributed.join(place, where.backend, where.timeout)
-        run = Run(config, where, place, splits)
-        try:
-            done = run.fit(stop)
-        except Stopped:
-            print(f"SIGTERM: emergency checkpoint written at step {run.progress.step}; exiting", flush=True)
-            return SIGTERM_EXIT
-        except BaseException as err:
-            run.report_status("failed", error=f"{type(err).__name__}: {err}")
-            raise
-        finally:
-            distributed.leave(finished=done is not None)
+        done = distributed.share(done)
+        if done is None:
+            done = _train(Run(config, where, place, splits), stop, start)
+            if done is None:
+                return SIGTERM_EXIT
+        else:
+            distributed.leave(finished=True)
+            if place.rank == 0 and where.on_complete == "exit":
+                print(
+                    f"run {folder.path} is already complete (best test accuracy"
+                    f" {100 * done['best_test_acc']:.2f}%); nothing to do (--fresh trains it again)",
+                    flush=True,
+                )
     if where.on_complete == "wait":
         return complete_and_wait(folder, done, stop)
     return 0
+
+
+def _train(run: Run, stop: StopSignal, start: Start) -> dict[str, Any] | None:
+    """The run's summary, or None when SIGTERM stopped it; a failure is recorded in its status."""
+    done = None
+    try:
+        done = run.fit(stop, start)
+    except Stopped:
+        print(f"SIGTERM: emergency checkpoint written at step {run.progress.step}; exiting", flush=True)
+    except BaseException as err:
+        # The status must not hide the error: a folder that failed before fails this write too.
+        with contextlib.suppress(OSError):
+            run.report_status("failed", error=f"{type(err).__name__}: {err}")
+        raise
+    finally:
+        distributed.leave(finished=done is not None)
+    return done

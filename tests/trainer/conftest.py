@@ -81,8 +81,17 @@ def epochs_logged(run_dir: Path) -> int:
         return 0
 
 
+def _refuse(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def strict_json(text: str) -> Any:
+    """Parse as a strict JSON reader would: Python's json accepts NaN and Infinity, others do not."""
+    return json.loads(text, parse_constant=_refuse)
+
+
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    return strict_json(path.read_text())
 
 
 def children(pid: int) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -18,6 +17,7 @@ from tests.trainer.conftest import (
     read_json,
     run,
     start,
+    strict_json,
     torchrun,
     trainer,
     wait_for,
@@ -26,7 +26,7 @@ from trainer import checkpoint
 
 
 def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [strict_json(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def _final(run_dir: Path) -> tuple[float, float]:
