@@ -42,25 +42,45 @@ def test_strict_json_is_written_or_nothing(tmp_path: Path) -> None:
         strict_json('{"loss": NaN}')
 
 
+def _diverge_after_first_epoch(run_dir: Path) -> None:
+    """Make a finished two-epoch run one that resumes after epoch 1 into weights that are NaN: a
+    run that diverged (no learning rate the flags accept makes these small nets blow up at will)."""
+    folder = run_dir / "checkpoints"
+    first, *later = sorted(folder.glob("ckpt-*.pt"))
+    state = torch.load(first, weights_only=True)
+    for tensor in state["model"].values():
+        if tensor.is_floating_point():
+            tensor.fill_(math.nan)
+    for path in later:
+        path.unlink()
+        path.with_name(path.name + ".sha256").unlink()
+    checkpoint.save(folder, state["progress"]["step"], state, keep=3)
+    metrics = run_dir / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().splitlines(keepends=True)[0])
+    (run_dir / "summary.json").unlink()
+
+
 def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path: Path) -> None:
     """Under torchrun every rank sees the same non-finite loss (it is summed over them): rank 0
     says so, and each rank's exit code and line reach torchrun's summary."""
-    command = torchrun(
-        2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "nan", *TINY, "--lr", "nan"
-    )
-    result = run(command)
+    args = ["train", "--data", dataset, "--runs", tmp_path, "--run-name", "nan", *TINY, "--epochs", "2"]
+    assert run(torchrun(2, *args)).returncode == 0
+    run_dir = tmp_path / "nan"
+    _diverge_after_first_epoch(run_dir)
+    result = run(torchrun(2, *args))
     assert result.returncode != 0
     said = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(said) == 1, result.stderr[-4000:]
-    assert said[0].startswith("error: training diverged in epoch 1 (step 12): train loss nan")
+    assert said[0].startswith("error: training diverged in epoch 2 (step 24): train loss nan")
     root_cause = result.stderr.split("Root Cause (first observed failure):")[1]
     assert "exitcode  : 1 " in root_cause and "traceback : error: training diverged" in root_cause
     assert "done:" not in result.stdout
-    run_dir = tmp_path / "nan"
     status = read_json(run_dir / "status.json")
     assert status["state"] == "failed" and "training diverged" in status["error"]
     assert not (run_dir / "summary.json").exists(), "a failed run has no summary"
-    assert not list((run_dir / "checkpoints").glob("ckpt-*")), "no checkpoint of non-finite weights"
+    assert [p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt")] == ["ckpt-000000012.pt"], (
+        "no checkpoint of non-finite weights"
+    )
     _all_strict_json(run_dir)
 
 
