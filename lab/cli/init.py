@@ -26,7 +26,7 @@ from lab.config import (
     read_stack_values,
     stack_file,
 )
-from lab.ssh import Remote
+from lab.ssh import Remote, sudo_fix
 
 NODE_SPEC = re.compile(r"^(?:(?P<name>[^=@]+)=)?(?P<user>[^=@]+)@(?P<address>[^=@]+)$")
 # Placeholder name while the node's hostname is not known yet.
@@ -158,8 +158,7 @@ def detect(machine: Machine, remote: Remote, peer: str | None) -> dict[str, obje
     facts = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
     if facts.get("sudo") != "yes":
         raise CliError(
-            f"{remote.target}: {machine.user} cannot sudo without a password; add"
-            f" '{machine.user} ALL=(ALL) NOPASSWD: ALL' to /etc/sudoers.d/{machine.user} there"
+            f"{remote.target}: {machine.user} cannot sudo without a password; {sudo_fix(machine.user)} there"
         )
     hostname = re.sub(r"[^a-z0-9-]+", "-", (lines[0] if lines else "").lower()).strip("-")
     interface = re.search(r"\bdev (\S+)", facts.get("route", ""))
