@@ -22,7 +22,7 @@ def no_cluster(cfg: LabConfig, stack: str) -> str:
     """The one line for a lab whose server runs no Kubernetes yet."""
     return (
         f"no cluster on {cfg.server.name} ({cfg.server.address}) yet;"
-        f" bring it up with `pulumi up --stack {stack}`"
+        f" bring it up with `pulumi up --stack {stack}` (or `labctl hosts up --stack {stack}`)"
     )
 
 
