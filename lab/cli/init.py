@@ -18,9 +18,11 @@ from lab.cli.stackfile import render_stack
 from lab.config import (
     Distribution,
     HostKeyPolicy,
+    Nfs,
     Node,
     Role,
     Ssh,
+    Trainer,
     load_stack,
     parse_config,
     read_stack_values,
@@ -137,10 +139,25 @@ def _node(machine: Machine, name: str, **detected: object) -> dict[str, object]:
     return node | {k: v for k, v in detected.items() if v is not None}
 
 
+# The blocks docs/quickstart.md sends the operator to edit, written with the model's defaults.
+EDITABLE = {
+    "trainer": ("model", "epochs", "batchSize", "placement", "compression"),
+    "nfs": ("exportPath", "purgeOnDestroy"),
+}
+
+
+def _editable() -> dict[str, object]:
+    defaults = {"trainer": Trainer(), "nfs": Nfs()}
+    return {
+        block: {k: v for k, v in defaults[block].model_dump(by_alias=True, mode="json").items() if k in keys}
+        for block, keys in EDITABLE.items()
+    }
+
+
 def _values(
     args: argparse.Namespace, nodes: list[dict[str, object]], ssh: dict[str, object]
 ) -> dict[str, object]:
-    return {"distribution": args.distribution, "nodes": nodes, "ssh": ssh}
+    return {"distribution": args.distribution, "nodes": nodes, "ssh": ssh, **_editable()}
 
 
 PROBE = """

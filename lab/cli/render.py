@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from lab.cli.console import CliError, console
+from lab.cli.console import CliError, console, plural
 from lab.cli.hosts import kubeconfig_file
 from lab.cli.stackarg import add_stack_option, load
 from lab.config import read_stack_values, stack_file
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         objects = manifests(run_program(args.stack, values))
     written = write(objects, args.dir)
     console.print(
-        f"wrote {len(written)} objects to {args.dir}; after `labctl hosts up --stack {args.stack}`:"
+        f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up --stack {args.stack}`:"
     )
     console.print(f"  KUBECONFIG={kubeconfig_file(args.stack)} kubectl apply -f {args.dir}")
     return 0

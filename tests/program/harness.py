@@ -8,7 +8,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from lab.config import all_stacks, load_stack
+from lab.config import load_stack
 from lab.program_run import (
     DYNAMIC_RESOURCE,
     FAKE_KUBECONFIG,
@@ -18,6 +18,7 @@ from lab.program_run import (
     kubernetes_object,
     run_program,
 )
+from tests.shipped import shipped_stacks
 
 __all__ = [
     "DYNAMIC_RESOURCE",
@@ -68,4 +69,4 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 
 def cluster_stacks() -> list[str]:
     """The stacks that install Kubernetes, and so declare the in-cluster objects."""
-    return [stack for stack in all_stacks() if load_stack(stack).installs_kubernetes]
+    return [stack for stack in shipped_stacks() if load_stack(stack).installs_kubernetes]
