@@ -319,6 +319,9 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path) -> int:
     console.print(
         f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt"
     )
+    console.print(
+        f"  labctl results --runs-dir {args.out}   # every run there; status --runs-dir: the latest"
+    )
     return code
 
 

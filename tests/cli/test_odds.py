@@ -96,3 +96,10 @@ def test_the_operators_own_stack_files_are_neither_loaded_nor_linted() -> None:
         )
     finally:
         own.unlink()
+
+
+def test_a_local_runs_folder_needs_no_stack_file(trained_runs: Path, tmp_path: Path) -> None:
+    # What `labctl try` leaves: a runs folder, and possibly no stack file of the operator's yet.
+    for command in ("status", "results"):
+        done = _piped(command, "--runs-dir", trained_runs, "--stacks-dir", tmp_path)
+        assert done.returncode == 0 and "lrsweep" in done.stdout, done.stderr
