@@ -331,9 +331,9 @@ def run(args: argparse.Namespace) -> int:
         remove(lay)
         console.print("the machines of `labctl try` are removed")
         return 0
-    _check(args)
     if args.data:
         _given_data(args.data)
+    _check(args)
     images = 50_000 if args.data else GENERATED_IMAGES[0]
     _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
     began = time.monotonic()
