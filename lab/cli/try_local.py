@@ -50,10 +50,11 @@ DOWNLOAD_TIMEOUT_S = 900
 DOWNLOADED = CACHE_ROOT / "cifar-10"  # kept between runs, like the machines' package cache
 GENERATED_IMAGES = (2048, 512)  # training, test
 EPOCHS = {"generated": 4, "real": 1}
-# Rough figures on a 2-core machine (docs/benchmarks/try.md), for the estimate said up front.
-SECONDS = {"machines": 15, "first base tree": 60, "bootstrap": 60, "validation": 25, "teardown": 15}
-TRAINING_IMAGES_PER_S = 300  # two ranks of the narrow network together, on 2 cores
-TRAINING_START_S = 25
+# Rough figures on an idle 2-core machine (docs/benchmarks/try.md), for the estimate said up front;
+# a busy machine takes up to three times as long.
+SECONDS = {"machines": 20, "first base tree": 60, "bootstrap": 50, "validation": 15, "teardown": 10}
+TRAINING_IMAGES_PER_S = 500  # two ranks of the narrow network together
+TRAINING_START_S = 15
 
 
 def register(commands: argparse._SubParsersAction) -> None:
