@@ -1,4 +1,4 @@
-"""Project-wide pytest policy: in CI (CI=true) a skipped test is a failure.
+"""Project-wide pytest policy: in CI (CI=true) a skipped test is a failure; state in a temporary folder.
 
 Tests skip only where what they check cannot apply on the machine at hand; CI runs as root on
 the reference machine, where everything applies, so a skip there hides a broken set-up.
@@ -7,8 +7,22 @@ the reference machine, where everything applies, so a skip there hides a broken 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
+
+# The orchestrator's state (known_hosts, runner work folders, inventories) goes to a temporary
+# folder for the tests' session, never to the checkout's .lab/ (lab/inventory.py reads it).
+STATE_VARIABLE = "K8SCIFAR_STATE_DIR"
+_OWN_STATE = None
+if not os.environ.get(STATE_VARIABLE):
+    _OWN_STATE = os.environ[STATE_VARIABLE] = tempfile.mkdtemp(prefix="k8scifar-state-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_STATE is not None:
+        shutil.rmtree(_OWN_STATE, ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

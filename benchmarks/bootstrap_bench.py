@@ -63,9 +63,7 @@ def recovery(machines: testbed.Testbed, folder: Path, name: str) -> ddp.Recovery
     data = folder / "data"
     if not data.exists():
         ddp.make_dataset(data)
-    job = ddp.DdpJob(
-        machines.layout, ddp.synthetic_run(data, folder / "runs", name), name, COLLECTIVE_TIMEOUT_S
-    )
+    job = ddp.DdpJob(machines.layout, ddp.small_run(data, folder / "runs", name), name, COLLECTIVE_TIMEOUT_S)
     job.start()
     try:
         job.wait_for(ddp.EPOCH_LINE, JOB_TIMEOUT_S)

@@ -15,7 +15,9 @@ from lab import apparmor, nvidia
 from lab.config import HostKeyPolicy, LabConfig, Node
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE_DIR = ROOT / ".lab"
+# The orchestrator's state: the checkout's .lab/, or the folder K8SCIFAR_STATE_DIR names (the
+# tests point it at a temporary folder, so that they leave nothing in the checkout).
+STATE_DIR = Path(os.environ.get("K8SCIFAR_STATE_DIR") or ROOT / ".lab")
 
 
 def stack_state_dir(stack: str, base: Path = STATE_DIR) -> Path:

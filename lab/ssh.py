@@ -18,6 +18,14 @@ from lab.inventory import known_hosts_file, ssh_common_args
 
 # ssh exits with 255 when it could not connect or authenticate; any other code is the command's.
 SSH_FAILED = 255
+# Never ask: no password, passphrase or host-key question (a terminal run would stop at it).
+NEVER_PROMPT = "-o BatchMode=yes"
+CONNECT_TIMEOUT_S = 10
+
+
+def sudo_fix(user: str) -> str:
+    """How to give `user` the passwordless sudo the lab needs."""
+    return f"add '{user} ALL=(ALL) NOPASSWD: ALL' to /etc/sudoers.d/{user}"
 
 
 class SshError(RuntimeError):
@@ -31,7 +39,7 @@ class Remote:
     node: Node
     ssh: Ssh
     known_hosts: Path  # the stack's own file, the one Ansible pins host keys in
-    connect_timeout: int = 10
+    connect_timeout: int = CONNECT_TIMEOUT_S
 
     @classmethod
     def of(cls, stack: str, ssh: Ssh, node: Node) -> Remote:
@@ -49,8 +57,7 @@ class Remote:
             str(key),
             "-p",
             str(self.ssh.port),
-            "-o",
-            "BatchMode=yes",
+            *NEVER_PROMPT.split(),
             "-o",
             "IdentitiesOnly=yes",
             "-o",

@@ -13,14 +13,17 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 import yaml
 
-from lab.config import STACKS_DIR, ConfigError, LabConfig, load_stack
+from lab.config import STACKS_DIR, ConfigError, LabConfig, Node, load_stack
 from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
+from lab.server_cluster import has_cluster, no_cluster
+from lab.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "cluster"
@@ -46,6 +49,10 @@ def write_inventory(lab: LabConfig, stack: str) -> Path:
     """The stack's generated inventory as a private YAML file for testinfra's ansible backend."""
     path = stack_state_dir(stack) / "validate-inventory.yml"
     inventory = build_inventory(lab, known_hosts_file(stack))
+    # testinfra's ssh backend takes these from the inventory: no prompt, and a dead node fails fast.
+    inventory["all"]["vars"]["ansible_ssh_extra_args"] = (
+        f"{NEVER_PROMPT} -o ConnectTimeout={CONNECT_TIMEOUT_S}"
+    )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         yaml.safe_dump(inventory, handle, sort_keys=False)
@@ -69,7 +76,10 @@ def run_suite(
         if after_reset:
             cmd.append("--lab-after-reset")
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S)
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=SUITE_TIMEOUT_S,
+        )  # fmt: skip
         if not report.exists():
             raise RuntimeError(f"the validation suite did not run:\n{proc.stdout}{proc.stderr}")
         return parse_junit(report.read_text())
@@ -110,11 +120,32 @@ def print_report(outcomes: list[Outcome], out: TextIO) -> None:
     print(", ".join(f"{n} {status}" for status, n in counts.items() if n) or "no checks ran", file=out)
 
 
+def _node_problem(lab: LabConfig, stack: str, node: Node) -> str | None:
+    """Why the suite cannot check `node` (no SSH login, no passwordless sudo), or None."""
+    remote = Remote.of(stack, lab.ssh, node)
+    try:
+        done = remote.run("sudo -n true", timeout=CONNECT_TIMEOUT_S + 20)
+    except SshError as err:
+        return " ".join(str(err).split())
+    if done.returncode != 0:
+        who = f"{node.name} ({remote.target})"
+        return f"{who}: {node.user} cannot sudo without a password; {sudo_fix(node.user)}"
+    return None
+
+
+def reach_problems(lab: LabConfig, stack: str) -> list[str]:
+    """One line per node the suite could not check, found in one connection attempt per node, at once."""
+    with ThreadPoolExecutor(max_workers=len(lab.nodes)) as pool:
+        found = pool.map(lambda node: _node_problem(lab, stack, node), lab.nodes)
+    return [problem for problem in found if problem]
+
+
 def validate(
     stack: str, *, after_reset: bool = False, stacks_dir: Path = STACKS_DIR, out: TextIO = sys.stdout
 ) -> int:
     """Validate the lab of `stack` and print the report: 0 when every applicable check holds,
-    1 when one fails, 2 when the stack cannot be validated (bad configuration, missing key)."""
+    1 when one fails, 2 when the stack cannot be validated (bad configuration, missing key, a node
+    that cannot be reached or logged in to, no cluster yet), each problem on one line."""
     try:
         lab = load_stack(stack, stacks_dir)
     except ConfigError as err:
@@ -123,6 +154,12 @@ def validate(
     key = Path(lab.ssh.key_path).expanduser()
     if not key.is_file():
         print(f"k8scifar:ssh.keyPath: {key} does not exist; point it at the key the nodes accept", file=out)
+        return 2
+    problems = reach_problems(lab, stack)
+    if not problems and not after_reset and lab.installs_kubernetes and not has_cluster(lab, stack):
+        problems = [no_cluster(lab, stack)]
+    if problems:
+        print("\n".join(problems), file=out)
         return 2
     what = "reset left nothing behind on" if after_reset else "validating"
     print(f"{what} stack {stack!r}: {', '.join(f'{n.name} ({n.address})' for n in lab.nodes)}", file=out)

@@ -7,6 +7,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 ruff check .
 ruff format --check .
-yamllint --strict .
+# Only the files the repository ships: a stack file an operator added to stacks/ is theirs.
+git ls-files -z -- '*.yml' '*.yaml' | xargs -0 yamllint --strict
 ansible-lint --offline ansible/
 pytest "$@"

@@ -5,23 +5,25 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli import doctor, init, results, status, validate
+from lab.cli import doctor, hosts, init, render, results, status, try_local, validate
 from lab.cli.console import CliError, print_error
 from lab.config import ConfigError
+from lab.playbook import PlaybookError
 from lab.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
-EXPECTED = (CliError, ConfigError, SshError)
+EXPECTED = (CliError, ConfigError, PlaybookError, SshError)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="labctl",
         description="Prepare, check and follow the K8sCIFAR lab. The lab itself comes up with"
-        " `pulumi up --stack NAME`.",
+        " `pulumi up --stack NAME` (or, without the Pulumi CLI, `labctl hosts up` and `labctl render`);"
+        " `labctl try` runs it on two local test machines.",
     )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    for module in (init, doctor, validate, status, results):
+    for module in (try_local, init, doctor, hosts, render, validate, status, results):
         module.register(commands)
     return parser
 

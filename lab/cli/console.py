@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -10,7 +12,16 @@ from rich.table import Table
 
 from lab.config import ConfigError
 
-console = Console(highlight=False)
+# Piped or redirected output has no terminal to fit: rich would fold every table to 80 columns.
+PIPED_WIDTH = 240
+
+
+def _width() -> int | None:
+    """The terminal's width (rich finds it), COLUMNS when set, else room for whole rows."""
+    return None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH
+
+
+console = Console(highlight=False, width=_width())
 errors = Console(stderr=True, highlight=False)
 
 
@@ -45,6 +56,11 @@ def findings_table(title: str, findings: list[Finding]) -> Table:
     for f in findings:
         table.add_row(f.where, f.check, f"[{STYLE[f.level]}]{f.level}[/]", f.detail, f.fix)
     return table
+
+
+def plural(count: int, word: str, many: str = "") -> str:
+    """`1 warning`, `2 warnings`; `many` for words that take more than an s."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
 
 
 def one_line(err: Exception) -> str:

@@ -18,15 +18,17 @@ from lab.cli.stackfile import render_stack
 from lab.config import (
     Distribution,
     HostKeyPolicy,
+    Nfs,
     Node,
     Role,
     Ssh,
+    Trainer,
     load_stack,
     parse_config,
     read_stack_values,
     stack_file,
 )
-from lab.ssh import Remote
+from lab.ssh import Remote, sudo_fix
 
 NODE_SPEC = re.compile(r"^(?:(?P<name>[^=@]+)=)?(?P<user>[^=@]+)@(?P<address>[^=@]+)$")
 # Placeholder name while the node's hostname is not known yet.
@@ -137,10 +139,25 @@ def _node(machine: Machine, name: str, **detected: object) -> dict[str, object]:
     return node | {k: v for k, v in detected.items() if v is not None}
 
 
+# The blocks docs/quickstart.md sends the operator to edit, written with the model's defaults.
+EDITABLE = {
+    "trainer": ("model", "epochs", "batchSize", "placement", "compression"),
+    "nfs": ("exportPath", "purgeOnDestroy"),
+}
+
+
+def _editable() -> dict[str, object]:
+    defaults = {"trainer": Trainer(), "nfs": Nfs()}
+    return {
+        block: {k: v for k, v in defaults[block].model_dump(by_alias=True, mode="json").items() if k in keys}
+        for block, keys in EDITABLE.items()
+    }
+
+
 def _values(
     args: argparse.Namespace, nodes: list[dict[str, object]], ssh: dict[str, object]
 ) -> dict[str, object]:
-    return {"distribution": args.distribution, "nodes": nodes, "ssh": ssh}
+    return {"distribution": args.distribution, "nodes": nodes, "ssh": ssh, **_editable()}
 
 
 PROBE = """
@@ -158,8 +175,7 @@ def detect(machine: Machine, remote: Remote, peer: str | None) -> dict[str, obje
     facts = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
     if facts.get("sudo") != "yes":
         raise CliError(
-            f"{remote.target}: {machine.user} cannot sudo without a password; add"
-            f" '{machine.user} ALL=(ALL) NOPASSWD: ALL' to /etc/sudoers.d/{machine.user} there"
+            f"{remote.target}: {machine.user} cannot sudo without a password; {sudo_fix(machine.user)} there"
         )
     hostname = re.sub(r"[^a-z0-9-]+", "-", (lines[0] if lines else "").lower()).strip("-")
     interface = re.search(r"\bdev (\S+)", facts.get("route", ""))

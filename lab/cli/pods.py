@@ -8,18 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.cli.console import CliError
-from lab.config import Distribution, LabConfig
+from lab.config import LabConfig
+from lab.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
 from lab.ssh import Remote
 
-# Exit code of the remote script when the node has no cluster to ask.
-NO_CLUSTER = 3
-KUBECTL = {
-    Distribution.K3S: ("test -f /etc/rancher/k3s/k3s.yaml && command -v k3s", "k3s kubectl"),
-    Distribution.KUBEADM: (
-        "test -f /etc/kubernetes/admin.conf",
-        "kubectl --kubeconfig /etc/kubernetes/admin.conf",
-    ),
-}
 COMPONENT_LABEL = "app.kubernetes.io/component"
 POD_INDEX = "apps.kubernetes.io/pod-index"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -69,18 +61,12 @@ def ranks(pods: dict[str, Any]) -> list[Rank]:
 
 def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
     """Ask the server's own kubectl (admin kubeconfig, under sudo) for the lab namespace's pods."""
-    probe, kubectl = KUBECTL[cfg.distribution]
-    script = (
-        f"if ! sudo -n sh -c {shlex.quote(probe + ' >/dev/null')}; then exit {NO_CLUSTER}; fi;"
-        f" sudo -n {kubectl} get pods -n {shlex.quote(cfg.namespace)} -o json"
-    )
+    _, kubectl = KUBECTL[cfg.distribution]
+    script = f"{cluster_probe(cfg)}; sudo -n {kubectl} get pods -n {shlex.quote(cfg.namespace)} -o json"
     server = Remote.of(stack, cfg.ssh, cfg.server)
     done = server.run(script, timeout=60)
     if done.returncode == NO_CLUSTER:
-        raise CliError(
-            f"no cluster on {cfg.server.name} ({cfg.server.address}) yet;"
-            f" bring it up with `pulumi up --stack {stack}`"
-        )
+        raise CliError(no_cluster(cfg, stack))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
         raise CliError(

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from lab.cli.console import CliError, console
 from lab.cli.runsource import runs_source
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.stackarg import add_stack_option
 from trainer import report
 
 
@@ -23,7 +23,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         " (best first) and where the plots are, read from the NFS export over SSH or a local copy.",
     )
     add_stack_option(parser)
-    parser.add_argument("--runs-dir", type=Path, help="read a local copy of the runs folder instead")
+    parser.add_argument(
+        "--runs-dir", type=Path, help="read a local copy of the runs folder instead (no stack file needed)"
+    )
     parser.add_argument(
         "--fetch", type=Path, metavar="DIR", help="copy results and plots (no checkpoints) to DIR"
     )
@@ -94,8 +96,7 @@ def plots(found: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load(args)
-    source = runs_source(cfg, args.stack, args.runs_dir)
+    source = runs_source(args)
     found = source.collect()
     if not found["runs"] and not found["sweeps"]:
         raise CliError(f"no runs under {source.where} yet; `pulumi up --stack {args.stack}` starts training")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import shlex
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 from lab.cli import runfolders
 from lab.cli.console import CliError
-from lab.config import LabConfig
+from lab.cli.stackarg import load
 from lab.ssh import Remote
 
 
@@ -78,8 +79,10 @@ def _last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no error output"])[-1]
 
 
-def runs_source(cfg: LabConfig, stack: str, runs_dir: Path | None) -> RunsSource:
-    """The local copy when one is named, else `<nfs.exportPath>/runs` on the NFS server."""
-    if runs_dir is not None:
-        return LocalRuns(runs_dir)
-    return ExportRuns(Remote.of(stack, cfg.ssh, cfg.nfs_server), f"{cfg.nfs.export_path}/runs")
+def runs_source(args: argparse.Namespace) -> RunsSource:
+    """The local copy `--runs-dir` names (no stack file needed), else `<nfs.exportPath>/runs` on
+    the stack's NFS server."""
+    if args.runs_dir is not None:
+        return LocalRuns(args.runs_dir)
+    cfg = load(args)
+    return ExportRuns(Remote.of(args.stack, cfg.ssh, cfg.nfs_server), f"{cfg.nfs.export_path}/runs")

@@ -26,7 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_stack_option(parser)
     parser.add_argument("--run", help="run folder name (default: the most recently updated run)")
     parser.add_argument(
-        "--runs-dir", type=Path, help="read a local copy of the runs folder instead (no cluster query)"
+        "--runs-dir",
+        type=Path,
+        help="read a local copy of the runs folder instead (no cluster query, no stack file needed)",
     )
     parser.set_defaults(handler=run)
 
@@ -104,10 +106,9 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load(args)
-    ranks = [] if args.runs_dir else training_ranks(cfg, args.stack)
+    source = runs_source(args)
+    ranks = [] if args.runs_dir else training_ranks(load(args), args.stack)
     if ranks:
         console.print(ranks_table(ranks))
-    source = runs_source(cfg, args.stack, args.runs_dir)
     console.print(run_table(pick_run(source.collect(), args.run, source.where)))
     return 0

@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,8 @@ __all__ = ["Layout", "Machine", "Testbed", "TestbedError", "down", "exclusive", 
 
 BOOT_TIMEOUT_S = 90
 LOCK = Path("/run/lock/k8scifar-testbed.lock")
+# Set while this process holds LOCK (to its id), and so in every process it starts meanwhile.
+LOCK_HOLDER = "K8SCIFAR_TESTBED_LOCK_HOLDER"
 STOP_GRACE_S = 15
 
 
@@ -66,11 +68,28 @@ def _subnet_in_use(layout: Layout) -> bool:
 
 
 @contextlib.contextmanager
-def exclusive() -> Iterator[None]:
-    """Take turns with other test runs and benchmarks on this machine (the addresses are fixed)."""
-    with LOCK.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def exclusive(waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Take turns with other test runs, benchmarks and `labctl try` on this machine.
+
+    The holder's processes take its turn: a `labctl try` that the test session (holding the lock)
+    starts must not wait for the lock its parent holds. The holder marks its environment, which
+    the processes it starts inherit. `waiting` is called once when the lock is taken.
+    """
+    if os.environ.get(LOCK_HOLDER):
         yield
+        return
+    with LOCK.open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        os.environ[LOCK_HOLDER] = str(os.getpid())
+        try:
+            yield
+        finally:
+            del os.environ[LOCK_HOLDER]
 
 
 def up(layout: Layout) -> Testbed:

@@ -38,8 +38,9 @@ class Recovery:
     next_epoch_s: float  # the first epoch after the fault completed (bounds the next step from above)
 
 
-def synthetic_run(data: Path, runs: Path, name: str, epochs: int = 4) -> list[str]:
-    """`trainer train` flags for a small run on synthetic data: a few seconds per epoch on 2 cores."""
+def small_run(data: Path, runs: Path, name: str, epochs: int = 4) -> list[str]:
+    """`trainer train` flags for a small run (a narrow network on one thread per rank): a few
+    seconds per epoch of a few thousand images on 2 cores."""
     return [
         "--data", str(data), "--runs", str(runs), "--run-name", name, "--epochs", str(epochs),
         "--width", "16", "--batch-size", "256", "--threads", "1", "--tta", "0", "--backend", "gloo",
@@ -123,6 +124,11 @@ class DdpJob:
         for text in proc.stdout:
             with self._lock:
                 self.lines.append(Line(time.monotonic(), node, text.rstrip("\n")))
+
+    def lines_since(self, index: int) -> tuple[list[Line], int]:
+        """The lines printed since the first `index` ones, and the index to ask from next."""
+        with self._lock:
+            return self.lines[index:], len(self.lines)
 
     def find(self, pattern: str, after: float = 0.0) -> Line | None:
         """The first line matching the regular expression `pattern` printed after `after`."""

@@ -10,15 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.config import (
-    KNOWN_PATCHES,
-    ConfigError,
-    LabConfig,
-    all_stacks,
-    load_stack,
-    parse_config,
-    read_stack_values,
-)
+from lab.config import KNOWN_PATCHES, ConfigError, LabConfig, load_stack, parse_config, read_stack_values
+from tests.shipped import shipped_stacks
 
 GOOD: dict[str, Any] = {
     "distribution": "k3s",
@@ -45,7 +38,7 @@ def _with(path: str, value: Any) -> dict[str, Any]:
 
 
 def test_every_shipped_stack_loads() -> None:
-    stacks = all_stacks()
+    stacks = shipped_stacks()
     assert {"example-gpu", "example-cpu"} <= set(stacks)
     for stack in stacks:
         assert isinstance(load_stack(stack), LabConfig)

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.config import all_stacks
 from lab.playbook import ANSIBLE_DIR
 from lab.tokens import PLAYBOOK_VARIABLES
 from tests.hosts.containerd_rules import cri_settings, hosts_toml_problems
@@ -28,12 +27,13 @@ from tests.hosts.k3s_rules import k3s_config_problems, registries_problems
 from tests.hosts.kubeadm_rules import kubeadm_config_problems
 from tests.hosts.local_play import render_template
 from tests.hosts.render import KUBEADM_CA_HASH, ROLES, Rendered, render
+from tests.shipped import shipped_stacks
 
 sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "kubeadm" / "filter_plugins"))
 from containerd_config import CNI_BIN_DIR, kubeadm_containerd_edit
 
 DATA = Path(__file__).parent / "data"
-STACKS = all_stacks()
+STACKS = shipped_stacks()
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.config import HostKeyPolicy, all_stacks, load_stack, parse_config
+from lab.config import HostKeyPolicy, load_stack, parse_config
 from lab.inventory import build_inventory, known_hosts_file, ssh_common_args
+from tests.shipped import shipped_stacks
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
 
@@ -27,7 +28,7 @@ def _ansible_view(inventory: dict, tmp_path: Path) -> dict:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("stack", all_stacks())
+@pytest.mark.parametrize("stack", shipped_stacks())
 def test_inventory_from_every_stack(stack: str, tmp_path: Path) -> None:
     lab = load_stack(stack)
     known_hosts = tmp_path / "known_hosts"

@@ -32,7 +32,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def _start(machines: testbed.Testbed, folders: tuple[Path, Path], name: str) -> ddp.DdpJob:
     data, runs = folders
-    run = ddp.DdpJob(machines.layout, ddp.synthetic_run(data, runs, name), name, COLLECTIVE_TIMEOUT_S)
+    run = ddp.DdpJob(machines.layout, ddp.small_run(data, runs, name), name, COLLECTIVE_TIMEOUT_S)
     run.start()
     return run
 

@@ -1,213 +1,34 @@
-"""Runs the Pulumi program under the engine's mocks and records what it declares.
-
-No Pulumi CLI or provider plugin exists on the test machines, so `pulumi.runtime.set_mocks`
-stands in for the engine: every resource registration is recorded with its inputs, parent,
-provider and dependencies, and every stack export is resolved, for the tests to inspect.
+"""Helpers for the program's tests: the run recorded under the engine's mocks (lab/program_run.py),
+schema validation of every Kubernetes object, and accessors for the objects' fields.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import runpy
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pulumi
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import rpc
 
-from lab.config import PROJECT, all_stacks, load_stack, read_stack_values, stack_file
+from lab.config import load_stack
+from lab.program_run import (
+    DYNAMIC_RESOURCE,
+    FAKE_KUBECONFIG,
+    FAKE_TOKEN,
+    ProgramRun,
+    Registered,
+    kubernetes_object,
+    run_program,
+)
+from tests.shipped import shipped_stacks
 
-ROOT = Path(__file__).resolve().parents[2]
-MAIN = ROOT / "__main__.py"
-DYNAMIC_RESOURCE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
-FAKE_TOKEN = "abcdef.0123456789abcdef"
-CONFIG_VARIABLE = "PULUMI_CONFIG"
-SECRET_KEYS_VARIABLE = "PULUMI_CONFIG_SECRET_KEYS"
-FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
-
-
-@dataclass
-class Registered:
-    """One resource as the engine saw it."""
-
-    type: str
-    name: str
-    urn: str
-    inputs: dict[str, Any]
-    parent: str
-    provider: str
-    dependencies: list[str]
-    secret_outputs: list[str]
-    replace_on_changes: list[str] = field(default_factory=list)
-    delete_before_replace: bool = False
-    create_timeout: str = ""
-
-    @property
-    def is_kubernetes(self) -> bool:
-        return self.type.startswith("kubernetes:") and "providers" not in self.type
-
-    @property
-    def kind(self) -> str:
-        return self.type.rsplit(":", 1)[-1]
-
-
-@dataclass
-class ProgramRun:
-    stack: str
-    resources: list[Registered] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    secret_outputs: set[str] = field(default_factory=set)
-
-    def kubernetes_objects(self) -> list[Registered]:
-        return [r for r in self.resources if r.is_kubernetes]
-
-    def of_kind(self, kind: str) -> list[Registered]:
-        return [r for r in self.kubernetes_objects() if r.kind == kind]
-
-    def one(self, kind: str) -> Registered:
-        found = self.of_kind(kind)
-        assert len(found) == 1, f"{self.stack}: expected one {kind}, found {[r.name for r in found]}"
-        return found[0]
-
-    def by_urn(self, urn: str) -> Registered:
-        return next(r for r in self.resources if r.urn == urn)
-
-
-class RecordingMonitor(pulumi_mocks.MockMonitor):
-    """The engine's mock monitor, keeping each registration's options as well as its inputs."""
-
-    def __init__(self, mocks: pulumi.runtime.Mocks, run: ProgramRun) -> None:
-        super().__init__(mocks)
-        self.run = run
-
-    def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            self.run.resources.append(
-                Registered(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    inputs=rpc.deserialize_properties(request.object),
-                    parent=request.parent,
-                    provider=request.provider,
-                    dependencies=list(request.dependencies),
-                    secret_outputs=list(request.additionalSecretOutputs),
-                    replace_on_changes=list(request.replaceOnChanges),
-                    delete_before_replace=request.deleteBeforeReplace,
-                    create_timeout=request.customTimeouts.create,
-                )
-            )
-        return response
-
-
-class LabMocks(pulumi.runtime.Mocks):
-    """Echo inputs back as outputs, the way a provider with nothing to compute would."""
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        state = dict(args.inputs)
-        if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
-            state["metadata"] = {"name": args.name, **state["metadata"]}
-        if args.typ == DYNAMIC_RESOURCE:  # the host bootstrap: what site.yml would have returned
-            state.update(kubeconfig=FAKE_KUBECONFIG, token=FAKE_TOKEN, nodes={})
-        return f"{args.name}-id", state
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
-        return {}
-
-
-def _config_value(value: Any) -> str:
-    """A stack-file value as the language host hands it over: text as is, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-@contextmanager
-def _language_host_config(config: dict[str, str], secret_keys: list[str]) -> Iterator[None]:
-    """The configuration as `pulumi up` hands it to the program, then loaded the way the SDK does.
-
-    The language host puts every key's value (a string) in PULUMI_CONFIG and the secret keys in
-    PULUMI_CONFIG_SECRET_KEYS (pulumi/pulumi: sdk/python/cmd/pulumi-language-python/main.go);
-    the SDK's launcher reads both into the runtime before running the program
-    (sdk/python/cmd/pulumi-language-python-exec).
-    """
-    saved = {name: os.environ.get(name) for name in (CONFIG_VARIABLE, SECRET_KEYS_VARIABLE)}
-    os.environ[CONFIG_VARIABLE] = json.dumps(config)
-    os.environ[SECRET_KEYS_VARIABLE] = json.dumps(secret_keys)
-    try:
-        pulumi.runtime.set_all_config(
-            pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env()
-        )
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def run_program(
-    stack: str,
-    values: dict[str, Any] | None = None,
-    main: Path = MAIN,
-    *,
-    other_config: dict[str, str] | None = None,
-    secret_keys: list[str] | None = None,
-) -> ProgramRun:
-    """Run `main` as stack `stack` (its stack file, or `values` when given) and record it.
-
-    `other_config` adds keys of other namespaces (full names, string values); `secret_keys` lists
-    the keys the engine decrypted from `secure:` values.
-    """
-    if values is None:
-        values = read_stack_values(stack_file(stack))
-    run = ProgramRun(stack)
-    mocks = LabMocks()
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
-    )
-    config = {f"{PROJECT}:{k}": _config_value(v) for k, v in values.items()} | (other_config or {})
-    exports: dict[str, Any] = {}
-    real_export = pulumi.export
-
-    def record_export(name: str, value: Any) -> None:
-        exports[name] = value
-        real_export(name, value)
-
-    @pulumi.runtime.test
-    def program() -> pulumi.Output:
-        pulumi.export = record_export
-        try:
-            runpy.run_path(str(main), run_name="__main__")
-        finally:
-            pulumi.export = real_export
-        resolved = {k: pulumi.Output.from_input(v) for k, v in exports.items()}
-        secrets = {k: pulumi.Output.from_input(v).is_secret() for k, v in exports.items()}
-
-        async def settle() -> None:
-            for name, out in resolved.items():
-                run.outputs[name] = await out.future()
-                if await secrets[name]:
-                    run.secret_outputs.add(name)
-
-        return pulumi.Output.from_input(settle())
-
-    with _language_host_config(config, secret_keys or []):
-        program()
-    return run
-
-
-def kubernetes_object(resource: Registered) -> dict[str, Any]:
-    """The manifest a resource stands for, as the Kubernetes API would receive it."""
-    obj = dict(resource.inputs)
-    obj.setdefault("metadata", {})
-    return obj
+__all__ = [
+    "DYNAMIC_RESOURCE",
+    "FAKE_KUBECONFIG",
+    "FAKE_TOKEN",
+    "ProgramRun",
+    "Registered",
+    "kubernetes_object",
+    "run_program",
+]
 
 
 def validate_object(obj: dict[str, Any], version: str) -> None:
@@ -248,4 +69,4 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 
 def cluster_stacks() -> list[str]:
     """The stacks that install Kubernetes, and so declare the in-cluster objects."""
-    return [stack for stack in all_stacks() if load_stack(stack).installs_kubernetes]
+    return [stack for stack in shipped_stacks() if load_stack(stack).installs_kubernetes]

@@ -7,10 +7,11 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from lab.config import all_stacks, load_stack
+from lab.config import load_stack
 from tests.program.harness import ProgramRun, kubernetes_object, run_program, validate_object
+from tests.shipped import shipped_stacks
 
-STACKS = all_stacks()
+STACKS = shipped_stacks()
 
 
 @pytest.fixture(scope="module", params=STACKS)

@@ -1,0 +1,98 @@
+"""`labctl hosts up|down`: the host bootstrap without the Pulumi CLI.
+
+The same provider code `pulumi up` and `pulumi destroy` run (lab/hosts.py): site.yml or reset.yml
+through lab.playbook in a fresh process, with the same progress lines. What Pulumi would keep in
+its state (the join secrets, the kubeconfig) is kept in the stack's private state folder instead,
+so a second `hosts up` keeps the tokens and changes nothing on a converged lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from lab.cli.console import console
+from lab.cli.stackarg import add_stack_option, load
+from lab.config import LabConfig
+from lab.hosts import HostBootstrapProvider, bootstrap_inputs
+from lab.inventory import STATE_DIR, stack_state_dir
+
+RESOURCE_ID = "hosts-{stack}"
+
+
+def record_file(stack: str, base: Path = STATE_DIR) -> Path:
+    """The bootstrap's outputs, join secrets included (0600): what Pulumi's state holds for it."""
+    return base / stack / "hosts.json"
+
+
+def kubeconfig_file(stack: str, base: Path = STATE_DIR) -> Path:
+    """The cluster's administrator kubeconfig (0600), for kubectl."""
+    return base / stack / "kubeconfig"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "hosts",
+        help="bootstrap the machines (site.yml) or reset them (reset.yml) without the Pulumi CLI",
+        description="`up` runs ansible/playbooks/site.yml on the stack's machines, `down` runs reset.yml,"
+        " through the same runner and provider code as `pulumi up` and `pulumi destroy`. The join"
+        " secrets and the kubeconfig are kept in .lab/NAME/ (0600). Then `labctl render` writes the"
+        " cluster objects for `kubectl apply -f`.",
+    )
+    parser.add_argument("action", choices=("up", "down"), help="up: site.yml; down: reset.yml")
+    add_stack_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def _write_private(path: Path, text: str) -> None:
+    stack_state_dir(path.parent.name, path.parent.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def up(cfg: LabConfig, stack: str) -> dict[str, Any]:
+    """site.yml on the stack's machines, as `pulumi up` creates or updates the bootstrap."""
+    inputs = bootstrap_inputs(cfg, stack)
+    provider = HostBootstrapProvider()
+    record = record_file(stack)
+    if record.exists():
+        outs = provider.update(RESOURCE_ID.format(stack=stack), json.loads(record.read_text()), inputs).outs
+    else:
+        outs = provider.create(inputs).outs
+    _write_private(record, json.dumps(outs))
+    if outs["kubeconfig"]:
+        _write_private(kubeconfig_file(stack), outs["kubeconfig"])
+    return outs
+
+
+def down(cfg: LabConfig, stack: str) -> None:
+    """reset.yml on the stack's machines, as `pulumi destroy` deletes the bootstrap."""
+    record = record_file(stack)
+    props = json.loads(record.read_text()) if record.exists() else bootstrap_inputs(cfg, stack)
+    HostBootstrapProvider().delete(RESOURCE_ID.format(stack=stack), props)
+    record.unlink(missing_ok=True)
+    kubeconfig_file(stack).unlink(missing_ok=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load(args)
+    names = ", ".join(f"{n.name} ({n.address})" for n in cfg.nodes)
+    if args.action == "down":
+        console.print(f"reset.yml on {names}: removing what the lab installed")
+        down(cfg, args.stack)
+        console.print(f"stack {args.stack}: the machines are as they were; the export's data is kept")
+        return 0
+    console.print(f"site.yml on {names}")
+    outs = up(cfg, args.stack)
+    changed = ", ".join(f"{host} {count} changed" for host, count in sorted(outs["changed"].items()))
+    console.print(f"stack {args.stack}: bootstrapped ({changed})")
+    if outs["kubeconfig"]:
+        console.print(
+            f"kubeconfig in {kubeconfig_file(args.stack)}; next: labctl render --stack {args.stack} DIR,"
+            f" then KUBECONFIG={kubeconfig_file(args.stack)} kubectl apply -f DIR"
+        )
+    return 0

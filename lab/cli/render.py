@@ -1,0 +1,97 @@
+"""`labctl render`: the cluster objects the Pulumi program declares, as manifests for `kubectl apply -f`.
+
+The program runs under the engine's mocks (lab/program_run.py), so no Pulumi CLI, plugin or
+cluster is needed, and every object is written exactly as the program declares it. The
+kubeconfig and the join secrets belong to the provider and the host bootstrap, which are not
+Kubernetes objects, so they are never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.cli.console import CliError, console, plural
+from lab.cli.hosts import kubeconfig_file
+from lab.cli.stackarg import add_stack_option, load
+from lab.config import read_stack_values, stack_file
+from lab.program_run import ProgramRun, kubernetes_object, run_program
+
+# `kubectl apply -f DIR` takes the files in name order: what others refer to comes first.
+ORDER = (
+    "Namespace",
+    "RuntimeClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "ConfigMap",
+    "Service",
+    "NetworkPolicy",
+    "Node",
+    "DaemonSet",
+    "Deployment",
+    "Job",
+    "StatefulSet",
+)
+# Objects that only patch what exists: pulumi-kubernetes' server-side apply patches
+# (`NodePatch`) become the partial object `kubectl apply` merges into the live one.
+PATCH_SUFFIX = "Patch"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "render",
+        help="write the cluster objects as YAML for `kubectl apply -f` (no Pulumi CLI needed)",
+        description="Run the Pulumi program for the stack without the Pulumi engine and write every"
+        " Kubernetes object it declares to DIR, one file each, named in the order `kubectl apply -f DIR`"
+        " should create them. No secret is written: the kubeconfig stays with `labctl hosts up`.",
+    )
+    add_stack_option(parser)
+    parser.add_argument("dir", type=Path, metavar="DIR", help="folder for the manifests (new or empty)")
+    parser.set_defaults(handler=run)
+
+
+def manifests(program: ProgramRun) -> list[dict[str, Any]]:
+    """Every Kubernetes object of the run as the API takes it, in the order to apply them."""
+    objects = []
+    for resource in program.kubernetes_objects():
+        obj = kubernetes_object(resource)
+        if obj["kind"] == "Secret":
+            raise CliError(f"the program declares Secret {resource.name}; secrets are never rendered")
+        obj["kind"] = obj["kind"].removesuffix(PATCH_SUFFIX)
+        obj["metadata"] = {"name": resource.name, **obj["metadata"]}
+        objects.append(obj)
+    return sorted(objects, key=lambda o: ORDER.index(o["kind"]) if o["kind"] in ORDER else len(ORDER))
+
+
+def write(objects: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """One file per object, numbered in apply order, e.g. `00-namespace-k8scifar.yaml`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for index, obj in enumerate(objects):
+        path = folder / f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        written.append(path)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load(args)
+    if not cfg.installs_kubernetes:
+        raise CliError(
+            f"stack {args.stack} skips the Kubernetes install, so it declares no cluster objects;"
+            f" render a stack that installs Kubernetes"
+        )
+    if args.dir.exists() and (not args.dir.is_dir() or any(args.dir.iterdir())):
+        raise CliError(f"{args.dir} is not an empty folder; name a new or empty one")
+    values = read_stack_values(stack_file(args.stack, args.stacks_dir))
+    with console.status(f"running the program for stack {args.stack} (no engine, nothing deployed)"):
+        objects = manifests(run_program(args.stack, values))
+    written = write(objects, args.dir)
+    console.print(
+        f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up --stack {args.stack}`:"
+    )
+    console.print(f"  KUBECONFIG={kubeconfig_file(args.stack)} kubectl apply -f {args.dir}")
+    return 0

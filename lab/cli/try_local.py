@@ -1,0 +1,369 @@
+"""`labctl try`: the lab's main job on two local test machines, in one command (root).
+
+It brings up two systemd-nspawn machines (lab.testbed), bootstraps them with the real roles
+through the runner `pulumi up` uses (`labctl hosts up`, with the `testbed` stack's settings, which
+skip the Kubernetes install), trains CIFAR-10 with DDP across both (one torchrun per machine,
+ranks talking Gloo over the machines' own links: lab.testbed.ddp), copies results and plots out,
+runs the validation suite, and removes everything, also when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab import testbed
+from lab.cli import hosts
+from lab.cli.console import CliError, console
+from lab.cli.runsource import LocalRuns
+from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
+from lab.inventory import STATE_DIR
+from lab.testbed import ddp
+from lab.testbed.commands import missing_tools
+from lab.testbed.layout import CACHE_ROOT, Layout
+from lab.validate import validate
+from trainer.data import FOLDER, TEST_FILE, TRAIN_FILES
+
+# Its own machines and addresses, apart from the test machines the integration tests use.
+TESTBED_NAME = "try"
+SUBNET = "10.77.2.0/24"
+STACK = "try"  # the state it keeps in .lab/try/ while it runs
+BASE_STACK = "testbed"  # whose settings the machines get (stacks/Pulumi.testbed.yaml)
+COLLECTIVE_TIMEOUT_S = 30
+DOWNLOAD_TIMEOUT_S = 900
+DOWNLOADED = CACHE_ROOT / "cifar-10"  # kept between runs, like the machines' package cache
+GENERATED_IMAGES = (2048, 512)  # training, test
+EPOCHS = {"generated": 4, "real": 1}
+# Rough figures on an idle 2-core machine (docs/benchmarks/try.md), for the estimate said up front;
+# a busy machine takes up to three times as long.
+SECONDS = {"machines": 20, "first base tree": 60, "bootstrap": 50, "validation": 15, "teardown": 10}
+TRAINING_IMAGES_PER_S = 500  # two ranks of the narrow network together
+TRAINING_START_S = 15
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "try",
+        help="run the lab's main job on two local test machines (root, a few minutes)",
+        description="Bring up two local test machines (systemd-nspawn), bootstrap them with the lab's"
+        " Ansible roles, train CIFAR-10 with DDP across both, write results and plots, run the"
+        " validation suite, and remove the machines. Needs root and the Debian packages"
+        " debootstrap, systemd-container and apt-cacher-ng (scripts/setup.sh as root installs them)."
+        " Kubernetes is not installed on these machines.",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        metavar="DIR",
+        help="real CIFAR-10: the folder that holds cifar-10-batches-py/ (default: download it, or"
+        " generate a CIFAR-format set when that fails)",
+    )
+    parser.add_argument(
+        "--generated",
+        action="store_true",
+        help="train on a generated CIFAR-format set without trying to download CIFAR-10 (quickest)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("try-results"),
+        help="folder for the run's results (default: %(default)s)",
+    )
+    parser.add_argument("--epochs", type=int, help="epochs (default: 4 on generated data, 1 on CIFAR-10)")
+    parser.add_argument("--keep", action="store_true", help="leave the machines up afterwards")
+    parser.add_argument("--down", action="store_true", help="only remove the machines a --keep run left")
+    parser.set_defaults(handler=run)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    root: Path  # holds cifar-10-batches-py/
+    real: bool
+    note: str  # what the user is told about it
+
+    @property
+    def images(self) -> int:
+        return 50_000 if self.real else GENERATED_IMAGES[0]
+
+
+def layout() -> Layout:
+    return Layout(TESTBED_NAME, 2, SUBNET)
+
+
+def _given_data(path: Path) -> Path:
+    """The folder holding cifar-10-batches-py/ with every batch, whichever of the two was named."""
+    root = path.parent if path.name == FOLDER else path
+    missing = [name for name in (*TRAIN_FILES, TEST_FILE) if not (root / FOLDER / name).is_file()]
+    if missing:
+        raise CliError(
+            f"--data {path}: no CIFAR-10 python batches there (missing {FOLDER}/{missing[0]});"
+            " name the folder that holds cifar-10-batches-py/ (from cifar-10-python.tar.gz)"
+        )
+    return root
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Every reason it cannot run, before anything is made."""
+    if os.geteuid() != 0:
+        raise CliError("labctl try needs root (network namespaces, mounts, machines): run it with sudo")
+    missing = missing_tools()
+    if missing:
+        raise CliError(
+            f"missing host tools: {', '.join(missing)}; install them with scripts/setup.sh as root"
+        )
+    if args.epochs is not None and args.epochs < 1:
+        raise CliError(f"--epochs {args.epochs}: give at least 1")
+    if args.out.exists() and not args.out.is_dir():
+        raise CliError(f"--out {args.out} is a file; name a folder")
+    if testbed.leftovers(layout()):
+        raise CliError(
+            "the machines of an earlier `labctl try --keep` are still up;"
+            " remove them with `labctl try --down`"
+        )
+
+
+def _estimate(data_images: int, epochs: int) -> int:
+    seconds = sum(v for k, v in SECONDS.items() if k != "first base tree")
+    if not any(CACHE_ROOT.glob("base-*")):
+        seconds += SECONDS["first base tree"]
+    return seconds + TRAINING_START_S + data_images * epochs // TRAINING_IMAGES_PER_S
+
+
+def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
+    lay = layout()
+    minutes = max(1, round(_estimate(images, epochs) / 60))
+    data = (
+        f"CIFAR-10 from {args.data}"
+        if args.data
+        else "CIFAR-10 if this machine can download it, else a generated set"
+    )
+    if args.generated:
+        data = "a generated CIFAR-format set (--generated)"
+    console.print(
+        f"labctl try: the lab's main job on two local machines, about {minutes} minutes on 2 cores.\n"
+        f"  1. two Debian 12 machines (systemd-nspawn) on a private bridge: "
+        f"{', '.join(f'{m.name} {m.address}' for m in lay.machines)}\n"
+        f"  2. bootstrap with the lab's Ansible roles through the runner `pulumi up` uses"
+        f" (stack {BASE_STACK}'s settings: packages, kernel settings, NFS export folders, registry mirror)\n"
+        f"  3. DDP training across both machines, one rank each, over their own network: {data},"
+        f" {epochs} epochs of a narrow network\n"
+        f"  4. results and plots into {args.out}/, then the validation suite\n"
+        f"  5. {'the machines stay up (--keep)' if args.keep else 'everything removed (also on Ctrl-C)'}\n"
+        "  Not covered here: Kubernetes (no k3s or kubelet inside these machines; the stack skips the"
+        " install), so no registry, image build or pods: the same trainer runs under torchrun instead."
+    )
+
+
+def _step(text: str) -> None:
+    console.print(f"[bold]{text}[/]")
+
+
+@contextmanager
+def _timed(text: str) -> Iterator[None]:
+    began = time.monotonic()
+    _step(f"{text} ...")
+    yield
+    console.print(f"  done in {time.monotonic() - began:.0f} s")
+
+
+def _write_stack(lay: Layout) -> LabConfig:
+    """The `testbed` stack's settings on this run's machines, as stack `try` in the testbed's state."""
+    values = read_stack_values(stack_file(BASE_STACK))
+    values["nodes"] = [
+        node | {"name": machine.name, "address": machine.address}
+        for node, machine in zip(values["nodes"], lay.machines, strict=True)
+    ]
+    values["ssh"] = values.get("ssh", {}) | {"keyPath": str(lay.key)}
+    folder = stacks_dir(lay)
+    folder.mkdir(mode=0o700)
+    content = {"config": {f"{PROJECT}:{key}": value for key, value in values.items()}}
+    stack_file(STACK, folder).write_text(yaml.safe_dump(content, sort_keys=False))
+    return load_stack(STACK, folder)
+
+
+def stacks_dir(lay: Layout) -> Path:
+    return lay.state / "stacks"
+
+
+def _dataset(args: argparse.Namespace, work: Path) -> Dataset:
+    if args.data:
+        root = _given_data(args.data)
+        return Dataset(root, True, f"CIFAR-10 from {root / FOLDER}")
+    reason = "--generated asked for it" if args.generated else _download()
+    if reason is None:
+        return Dataset(DOWNLOADED, True, f"CIFAR-10, downloaded into {DOWNLOADED / FOLDER}")
+    train, test = GENERATED_IMAGES
+    root = ddp.make_dataset(work / "data", train, test)
+    return Dataset(
+        root,
+        False,
+        f"NOT real CIFAR-10: a generated CIFAR-format set ({train} training, {test} test images of"
+        f" learnable patterns): {reason}; pass --data DIR to train on the real set",
+    )
+
+
+def _download() -> str | None:
+    """Fetch CIFAR-10 into the cache (a no-op when it is there); why it failed, or None."""
+    download = [sys.executable, "-m", "trainer", "data", "download", "--dir", str(DOWNLOADED)]
+    try:
+        done = subprocess.run(
+            download, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"CIFAR-10 did not download within {DOWNLOAD_TIMEOUT_S} s"
+    if done.returncode == 0:
+        return None
+    last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+    return f"the download failed ({last.removeprefix('error: ')})"
+
+
+def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
+    """Print rank 0's progress lines as they come; every torchrun's exit status."""
+    shown, deadline = 0, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new, shown = job.lines_since(shown)
+        for line in new:
+            if line.node == 0 and line.text.startswith(("epoch ", "done:", "resumed from")):
+                console.print(f"  {line.text}", soft_wrap=True, markup=False)
+        if all(proc.poll() is not None for proc in job.procs):
+            return job.wait(1)
+        time.sleep(0.5)
+    return job.wait(1)
+
+
+def _train(lay: Layout, data: Dataset, epochs: int, name: str, runs: Path) -> None:
+    job = ddp.DdpJob(lay, ddp.small_run(data.root, runs, name, epochs), name, COLLECTIVE_TIMEOUT_S)
+    job.start()
+    try:
+        codes = _follow(job, timeout=_estimate(data.images, epochs) * 4)
+    finally:
+        job.stop()
+    if codes != [0, 0]:
+        last = job.output(last=1).split("] ", 1)[-1]
+        raise CliError(f"training failed (torchrun exit codes {codes}): {last}")
+
+
+def _hand_over(folder: Path) -> None:
+    """Give the results to the user who ran sudo, not to root."""
+    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
+    if uid and gid:
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, int(uid), int(gid))
+
+
+def _summary_line(run_folder: Path) -> str:
+    summary: dict[str, Any] = json.loads((run_folder / "summary.json").read_text())
+    return (
+        f"{summary['world_size']} ranks ({summary.get('backend', 'gloo')}), {summary['epochs']} epochs:"
+        f" test accuracy {summary['final_test_acc']:.2%} (best {summary['best_test_acc']:.2%}),"
+        f" {summary['wall_seconds']:.0f} s of training"
+    )
+
+
+def remove(lay: Layout) -> None:
+    """The machines and the stack's state, whatever is left of them; Ctrl-C cannot cut it short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        testbed.down(lay)
+        shutil.rmtree(STATE_DIR / STACK, ignore_errors=True)
+    except testbed.TestbedError as err:
+        raise CliError(str(err)) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _validate(lay: Layout, run_folder: Path) -> int:
+    report = io.StringIO()
+    code = validate(STACK, stacks_dir=stacks_dir(lay), out=report)
+    console.print(report.getvalue().rstrip(), soft_wrap=True, markup=False)
+    (run_folder / "validation.txt").write_text(report.getvalue())
+    return code
+
+
+def _run_all(args: argparse.Namespace, lay: Layout, work: Path) -> int:
+    _step(f"data: checking {args.data}" if args.data else "data: preparing the training images")
+    data = _dataset(args, work)
+    console.print(f"  {data.note}", soft_wrap=True)
+    epochs = args.epochs or EPOCHS["real" if data.real else "generated"]
+    with _timed("1/5 machines: creating and booting two Debian 12 machines"):
+        testbed.up(lay)
+    with _timed("2/5 bootstrap: site.yml with the lab's roles (one line per task)"):
+        hosts.up(_write_stack(lay), STACK)
+    name = f"try-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    machines = lay.machines
+    with _timed(
+        f"3/5 training: DDP, rank 0 on {machines[0].name}, rank 1 on {machines[1].name}, {epochs} epochs"
+    ):
+        _train(lay, data, epochs, name, work / "runs")
+    LocalRuns(work / "runs").fetch(args.out)
+    run_folder = args.out / name
+    console.print(f"  {_summary_line(run_folder)}")
+    with _timed("4/5 validation: the testinfra suite against both machines"):
+        code = _validate(lay, run_folder)
+    _hand_over(args.out)
+    console.print(
+        f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt"
+    )
+    console.print(
+        f"  labctl results --runs-dir {args.out}   # every run there; status --runs-dir: the latest"
+    )
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    lay = layout()
+    if args.down:
+        remove(lay)
+        console.print("the machines of `labctl try` are removed")
+        return 0
+    if args.data:
+        _given_data(args.data)
+    _check(args)
+    images = 50_000 if args.data else GENERATED_IMAGES[0]
+    _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
+    began = time.monotonic()
+    with testbed.exclusive(_waiting), tempfile.TemporaryDirectory(prefix="k8scifar-try-") as work:
+        completed = False
+        try:
+            code = _run_all(args, lay, Path(work))
+            completed = True
+        finally:
+            if completed and args.keep:
+                _kept(lay)
+            else:
+                _step(
+                    "5/5 teardown: removing the machines" + ("" if completed else " after the interruption")
+                )
+                remove(lay)
+    console.print(f"labctl try finished in {(time.monotonic() - began) / 60:.1f} minutes")
+    return code
+
+
+def _waiting() -> None:
+    console.print(
+        f"waiting for a test run or another `labctl try` on this machine to finish ({testbed.LOCK})"
+    )
+
+
+def _kept(lay: Layout) -> None:
+    _step("5/5 the machines stay up (--keep):")
+    for machine in lay.machines:
+        console.print(f"  ssh -i {lay.key} lab@{machine.address}   # {machine.name}")
+    console.print(f"  labctl validate --stack {STACK} --stacks-dir {stacks_dir(lay)}")
+    console.print("  remove them with: labctl try --down")

@@ -1,0 +1,90 @@
+"""`labctl render` and `labctl hosts`: the lab without the Pulumi CLI. Rendered objects pass the
+official schema of the stack's Kubernetes release and kubectl's own reader, and hold no secret;
+`hosts up|down` run the real playbooks through the runner `pulumi up` uses."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from lab.cli.hosts import record_file
+from lab.config import load_stack, read_stack_values, stack_file
+from lab.program_run import FAKE_KUBECONFIG, FAKE_TOKEN, run_program
+from tests.cli.conftest import assert_one_line_error, labctl, node, write_stack
+
+
+@pytest.mark.parametrize("stack", ["example-gpu", "example-sweep"])
+def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: Path) -> None:
+    out = tmp_path / "manifests"
+    result = labctl("render", "--stack", stack, out)
+    assert result.code == 0, result.err
+    files = sorted(out.iterdir())
+    declared = run_program(stack, read_stack_values(stack_file(stack))).kubernetes_objects()
+    assert len(files) == len(declared) and f"wrote {len(files)} objects to {out}" in result.out
+    version = load_stack(stack).kubernetes_version
+    objects = [yaml.safe_load(path.read_text()) for path in files]
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+    kinds = [obj["kind"] for obj in objects]
+    # kubectl applies a folder in name order: the namespace before what lives in it, the
+    # training run last.
+    assert kinds[0] == "Namespace" and kinds[-1] == "StatefulSet"
+    assert "Node" in kinds and not any(kind.endswith("Patch") or kind == "Secret" for kind in kinds)
+    text = "".join(path.read_text() for path in files)
+    # What the bootstrap hands the provider in place of the real secrets must not reach a file.
+    assert FAKE_TOKEN not in text and FAKE_KUBECONFIG.splitlines()[-1] not in text
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        # kubectl's own reader on every file, offline (`kubectl apply --dry-run=client` and
+        # `create --dry-run=client` need an API server for discovery; `--local` does not).
+        done = subprocess.run(
+            [kubectl, "annotate", "--local", "-f", out, "-o", "name", "k8scifar.io/checked=1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0 and len(done.stdout.splitlines()) == len(files), done.stderr
+    else:
+        print("kubectl is not installed: the files were checked against the schema only")
+
+
+def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: Path) -> None:
+    assert_one_line_error(
+        labctl("render", "--stack", "testbed", tmp_path / "new"), "skips the Kubernetes install"
+    )
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "mine.yaml").write_text("kept\n")
+    assert_one_line_error(
+        labctl("render", "--stack", "example-cpu", tmp_path / "used"), "not an empty folder"
+    )
+    assert (tmp_path / "used" / "mine.yaml").read_text() == "kept\n"
+
+
+def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    # Nothing listens on port 2 of these loopback addresses: both fail at the first task.
+    values = {
+        "nodes": [node("node-a", "127.0.0.3", "server"), node("node-b", "127.0.0.4", "agent")],
+        "ssh": {"keyPath": str(key), "port": 2, "hostKeyPolicy": "off"},
+    }
+    write_stack(tmp_path, "gone", values)
+    # site.yml prepares every node at once; reset.yml starts with the agents, and stops there.
+    for action, playbook, hosts in (
+        ("up", "site.yml", ["node-a", "node-b"]),
+        ("down", "reset.yml", ["node-b"]),
+    ):
+        result = labctl("hosts", action, "--stack", "gone", "--stacks-dir", tmp_path)
+        assert result.code == 2 and "Traceback" not in result.err, result.err
+        # The runner's progress lines, as `pulumi up` shows them, then the failure in one line.
+        progress, last = result.err.strip().splitlines()[:-1], result.err.strip().splitlines()[-1]
+        assert all(f"  unreachable {host}: Gathering Facts" in progress for host in hosts), result.err
+        assert last.startswith(f"labctl: {playbook} failed: - host node") and "'Gathering Facts'" in last
+        assert all(f"host {host}, task" in last for host in hosts), last
+    assert not record_file("gone").exists()
