@@ -90,7 +90,7 @@ def declare_sweep(
     ]
     job = k8s.batch.v1.Job(
         "sweep",
-        metadata=scope.metadata(name, APP, COMPONENT),
+        metadata=scope.job_metadata(name, APP, COMPONENT),
         spec={
             "completionMode": "Indexed",
             "completions": sets,

@@ -321,6 +321,16 @@ def check_pod_security(run: ProgramRun, lab: LabConfig) -> list[str]:
     return problems
 
 
+def check_awaited_jobs_replace_when_unready(run: ProgramRun, lab: LabConfig) -> list[str]:
+    # pulumi-kubernetes honours the annotation on Jobs only (pulumi/pulumi-kubernetes#1575).
+    key, value = "pulumi.com/replaceUnready", "true"
+    return [
+        f"Job {name_of(job)} lacks the annotation {key}: {value!r}; a failed run would fail every later up"
+        for job in run.of_kind("Job")
+        if job.inputs.get("metadata", {}).get("annotations", {}).get(key) != value
+    ]
+
+
 def _ingress_ports(policy: dict[str, Any]) -> set[Any]:
     return {p.get("port") for rule in policy.get("ingress", []) for p in rule.get("ports", [])}
 
@@ -356,6 +366,7 @@ CHECKS: list[Check] = [
     check_namespace_and_labels,
     check_pod_security,
     check_network_policies,
+    check_awaited_jobs_replace_when_unready,
 ]
 
 
@@ -462,6 +473,10 @@ def _break_network_policy(run: ProgramRun) -> None:
             rule["ports"] = [p for p in rule.get("ports", []) if p.get("port") != 29500]
 
 
+def _break_replace_unready(run: ProgramRun) -> None:
+    del _workload(run, "dataset").inputs["metadata"]["annotations"]
+
+
 BREAKAGES = [
     (check_headless_service, "example-gpu", _break_service_selector, "selector"),
     (check_claims, "example-cpu", _break_claim_name, "'run'"),
@@ -475,6 +490,7 @@ BREAKAGES = [
     (check_namespace_and_labels, "example-cpu", _break_namespace, "default"),
     (check_pod_security, "example-gpu", _break_security, "privileges"),
     (check_network_policies, "example-gpu", _break_network_policy, "29500"),
+    (check_awaited_jobs_replace_when_unready, "example-sweep", _break_replace_unready, "dataset"),
 ]
 
 
