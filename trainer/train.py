@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer import checkpoint, data, distributed, plots
+from trainer import checkpoint, data, distributed, handoff, plots, readiness
 from trainer.config import ConfigurationError, TrainConfig, code_hash
 from trainer.loader import PAD, Shard, TrainLoader, normalise, to_device, translate
 from trainer.metrics import RunFolder, progress_line
@@ -41,7 +41,8 @@ class Placement:
     timeout: int
     checkpoint_keep: int
     target_accuracy: float
-    on_complete: str
+    on_complete: str  # exit, wait, or release (wait after rank 0 has scaled its StatefulSet to zero)
+    ready_file: Path | None = None  # the readiness signal, given once this rank has trained a step
 
 
 class Stopped(Exception):
@@ -162,6 +163,7 @@ class Run:
         self.progress = Progress()
         self.total_steps = config.epochs * self.loader.steps_per_epoch
         self.model = self.net  # replaced by the DDP wrapper once the state is final
+        self.ready = False
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -239,6 +241,9 @@ class Run:
                 raise Stopped
             self.set_learning_rates(epoch)
             sums += self.train_step(images, labels)
+            if self.where.ready_file and not self.ready:
+                readiness.mark(self.where.ready_file, self.place.rank)
+                self.ready = True
             p.step += 1
             p.step_in_epoch += 1
             if self.lookahead:
@@ -416,6 +421,16 @@ def _device_name(device: torch.device) -> str:
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def release_gpus(where: Placement, place: distributed.Topology) -> None:
+    """Rank 0 scales the run's StatefulSet to zero; a refusal leaves the pods waiting, GPUs held."""
+    if where.on_complete != "release" or place.rank != 0:
+        return
+    try:
+        print(handoff.release(), flush=True)
+    except handoff.HandOffError as err:
+        print(f"warning: {err}; the ranks keep their GPUs until the StatefulSet is scaled down", flush=True)
+
+
 def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSignal) -> int:
     """Say the run is complete and sleep until SIGTERM, so a pod neither exits nor crash-loops."""
     print(
@@ -436,8 +451,9 @@ def main(
 ) -> int:
     """Train (or find the run already complete), then exit or wait as `where.on_complete` says."""
     folder = RunFolder(where.run_dir)
+    waits = where.on_complete != "exit"
     # Checked before joining: the other ranks of a finished job are asleep, not at the rendezvous.
-    done = folder.completed(config.hash()) if where.on_complete == "wait" else None
+    done = folder.completed(config.hash()) if waits else None
     if done is None:
         distributed.join(place, where.backend, where.timeout)
         run = Run(config, where, place, splits)
@@ -451,6 +467,11 @@ def main(
             raise
         finally:
             distributed.leave(finished=done is not None)
-    if where.on_complete == "wait":
+            if where.ready_file and done is None:
+                readiness.clear(where.ready_file)
+    if waits:
+        if where.ready_file:
+            readiness.mark(where.ready_file, place.rank)
+        release_gpus(where, place)
         return complete_and_wait(folder, done, stop)
     return 0

@@ -47,6 +47,8 @@ class Registered:
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
     create_timeout: str = ""
+    update_timeout: str = ""
+    ignore_changes: list[str] = field(default_factory=list)
 
     @property
     def is_kubernetes(self) -> bool:
@@ -102,6 +104,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=request.deleteBeforeReplace,
                     create_timeout=request.customTimeouts.create,
+                    update_timeout=request.customTimeouts.update,
+                    ignore_changes=list(request.ignoreChanges),
                 )
             )
         return response
