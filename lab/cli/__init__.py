@@ -1,11 +1,11 @@
 """`labctl`: the operator's command for the lab, before `pulumi up` (init, doctor) and after it
-(validate, status, results)."""
+(validate, status, wait, results)."""
 
 from __future__ import annotations
 
 import argparse
 
-from lab.cli import doctor, init, results, status, validate
+from lab.cli import doctor, init, results, status, validate, wait
 from lab.cli.console import CliError, print_error
 from lab.config import ConfigError
 from lab.ssh import SshError
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         " `pulumi up --stack NAME`.",
     )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    for module in (init, doctor, validate, status, results):
+    for module in (init, doctor, validate, status, wait, results):
         module.register(commands)
     return parser
 
