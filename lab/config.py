@@ -296,6 +296,25 @@ class Sweep(_Model):
         return math.prod(len(v) for v in self.parameters.values() if isinstance(v, list))
 
 
+class GangScheduler(StrEnum):
+    KUEUE = "kueue"  # all-or-nothing admission of the training run and the sweep
+    NONE = "none"
+
+
+# Kueue supports Kubernetes 1.29 and later (https://kueue.sigs.k8s.io/docs/installation/).
+KUEUE_MIN_K8S_MINOR = 29
+
+
+class Scheduling(_Model):
+    """How the training run and the sweep get their GPUs."""
+
+    gang: GangScheduler | None = Field(
+        default=None,
+        description="`kueue` (installed by the lab; the default on Kubernetes 1.29 and later) or `none`"
+        " (the default before 1.29): see docs/scaling.md.",
+    )
+
+
 class LabConfig(_Model):
     """Everything one stack says about the lab."""
 
@@ -311,6 +330,7 @@ class LabConfig(_Model):
     namespace: DnsLabel = Field(default="k8scifar", description="Namespace of every lab object.")
     trainer: Trainer = Field(default_factory=Trainer)
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
+    scheduling: Scheduling = Field(default_factory=Scheduling)
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
         description="Steps to leave out, each mapped to the reason printed when it is skipped"
@@ -351,6 +371,14 @@ class LabConfig(_Model):
     @property
     def kubernetes_minor(self) -> str:
         return ".".join(self.kubernetes_version.split(".")[:2])
+
+    @property
+    def gang_scheduler(self) -> GangScheduler:
+        """As configured, else Kueue wherever the cluster is new enough for it."""
+        if self.scheduling.gang is not None:
+            return self.scheduling.gang
+        minor = int(self.kubernetes_version.split(".")[1])
+        return GangScheduler.KUEUE if minor >= KUEUE_MIN_K8S_MINOR else GangScheduler.NONE
 
     @property
     def gpu_nodes(self) -> list[Node]:
@@ -444,6 +472,12 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
         )
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
+    minor = int(cfg.kubernetes_version.split(".")[1])
+    if cfg.scheduling.gang is GangScheduler.KUEUE and minor < KUEUE_MIN_K8S_MINOR:
+        problems.append(
+            f"k8scifar:scheduling.gang: Kueue needs Kubernetes 1.{KUEUE_MIN_K8S_MINOR} or later and the lab"
+            f" runs {cfg.kubernetes_version}; use none or a newer kubernetesVersion"
+        )
     return problems
 
 

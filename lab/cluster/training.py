@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
     RUNS_DIR,
@@ -178,9 +179,10 @@ def _pod_spec(
 
 
 def declare_training(
-    scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource
+    scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource, gang: Gang | None
 ) -> Training:
     lab = scope.lab
+    queue_labels, queue = gang_opts(gang)
     name = run_name(lab, image.tag)
     rights = declare_release_rights(scope, NAME, APP, COMPONENT)
     service = k8s.core.v1.Service(
@@ -197,7 +199,11 @@ def declare_training(
     )
     statefulset = k8s.apps.v1.StatefulSet(
         "trainer",
-        metadata=scope.metadata(NAME, APP, COMPONENT, annotations={RUN_ANNOTATION: name}),
+        metadata={
+            **scope.metadata(NAME, APP, COMPONENT, annotations={RUN_ANNOTATION: name}),
+            # With Kueue the ranks are one pod group, admitted all together or not at all.
+            "labels": {**scope.labels(APP, COMPONENT), **queue_labels},
+        },
         spec={
             "serviceName": service.metadata.name,
             "replicas": lab.replicas,
@@ -213,6 +219,7 @@ def declare_training(
             image.job,
             dataset,
             *rights.resources,
+            *queue,
             # Rank 0 scales a finished run to zero: that drift is the run's own doing. Pulumi then
             # leaves `spec.replicas`, owned by the trainer's field manager, out of its apply
             # (pulumi/pulumi-kubernetes#2566), so an unchanged `up` does not start the run again.

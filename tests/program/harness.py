@@ -29,6 +29,9 @@ DYNAMIC_RESOURCE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
 FAKE_TOKEN = "abcdef.0123456789abcdef"
 CONFIG_VARIABLE = "PULUMI_CONFIG"
 SECRET_KEYS_VARIABLE = "PULUMI_CONFIG_SECRET_KEYS"
+HELM_TYPE_PREFIX = "kubernetes:helm.sh/"
+# API groups of custom resources the program declares; kubernetes-validate knows none of them.
+CUSTOM_GROUPS = ("kueue.x-k8s.io",)
 FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
 
 
@@ -52,7 +55,21 @@ class Registered:
 
     @property
     def is_kubernetes(self) -> bool:
+        """A built-in Kubernetes object, which the official schema validates."""
+        return self.is_kubernetes_resource and not self.is_helm_release and not self.is_custom
+
+    @property
+    def is_kubernetes_resource(self) -> bool:
         return self.type.startswith("kubernetes:") and "providers" not in self.type
+
+    @property
+    def is_helm_release(self) -> bool:
+        return self.type.startswith(HELM_TYPE_PREFIX)
+
+    @property
+    def is_custom(self) -> bool:
+        """An object of a custom resource, which its own project's CRD describes (checked by hand)."""
+        return self.type.startswith(tuple(f"kubernetes:{group}/" for group in CUSTOM_GROUPS))
 
     @property
     def kind(self) -> str:
@@ -71,6 +88,12 @@ class ProgramRun:
 
     def of_kind(self, kind: str) -> list[Registered]:
         return [r for r in self.kubernetes_objects() if r.kind == kind]
+
+    def custom_objects(self) -> list[Registered]:
+        return [r for r in self.resources if r.is_custom]
+
+    def helm_releases(self) -> list[Registered]:
+        return [r for r in self.resources if r.is_helm_release]
 
     def one(self, kind: str) -> Registered:
         found = self.of_kind(kind)
