@@ -234,3 +234,13 @@ def test_the_program_leaves_a_finished_runs_replica_count_alone() -> None:
     assert sts.inputs["metadata"]["annotations"]["k8scifar/run"] == recorded("example-gpu").outputs["run"]
     assert "--on-complete" in (args := _trainer(recorded("example-gpu"))["args"])
     assert args[args.index("--on-complete") + 1] == "release"
+
+
+def test_ranks_may_reach_the_api_server_to_hand_back_their_gpus() -> None:
+    policies = {name_of(p): p.inputs["spec"] for p in recorded("example-gpu").of_kind("NetworkPolicy")}
+    egress = policies["trainer-collectives"]["egress"]
+    server = load_stack("example-gpu").server.address
+    assert {
+        "to": [{"ipBlock": {"cidr": f"{server}/32"}}],
+        "ports": [{"protocol": "TCP", "port": 6443}],
+    } in egress

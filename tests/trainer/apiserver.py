@@ -20,6 +20,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Received:
+    client: str  # the address the request came from
     method: str
     path: str
     headers: dict[str, str]
@@ -34,27 +35,30 @@ class Recorder:
     status: int = 200
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key; the certificate is its own CA."""
+def self_signed(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A certificate for `address` and its key; the certificate is its own CA."""
     cert, key = folder / "ca.crt", folder / "server.key"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={address}",
+         "-addext", f"subjectAltName=IP:{address}", "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True,
     )  # fmt: skip
     return cert, key
 
 
 @contextmanager
-def recording_server(folder: Path) -> Iterator[Recorder]:
-    cert, key = self_signed(folder)
+def recording_server(folder: Path, address: str = "127.0.0.1") -> Iterator[Recorder]:
+    cert, key = self_signed(folder, address)
     recorder: Recorder
 
     class Handler(BaseHTTPRequestHandler):
         def _record(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
-            recorder.requests.append(Received(self.command, self.path, dict(self.headers.items()), body))
+            received = Received(
+                self.client_address[0], self.command, self.path, dict(self.headers.items()), body
+            )
+            recorder.requests.append(received)
             reply = json.dumps({}).encode()
             self.send_response(recorder.status)
             self.send_header("Content-Type", "application/json")
@@ -67,7 +71,7 @@ def recording_server(folder: Path) -> Iterator[Recorder]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer((address, 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
