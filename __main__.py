@@ -27,6 +27,8 @@ if lab.installs_kubernetes:
     pulumi.export("run", cluster.run_name)
     pulumi.export("results", cluster.results)
     pulumi.export("follow", cluster.follow)
+    # `pulumi up` returns once every rank trains; this follows the run to its end.
+    pulumi.export("wait", f"labctl wait --stack {pulumi.get_stack()}")
     if cluster.sweep_results:
         pulumi.export("sweepResults", cluster.sweep_results)
 

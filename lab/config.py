@@ -457,6 +457,25 @@ class Sweep(_Model):
         return trainer_sweep.count(self.space())
 
 
+class GangScheduler(StrEnum):
+    KUEUE = "kueue"  # all-or-nothing admission of the training run and the sweep
+    NONE = "none"
+
+
+# Kueue supports Kubernetes 1.29 and later (https://kueue.sigs.k8s.io/docs/installation/).
+KUEUE_MIN_K8S_MINOR = 29
+
+
+class Scheduling(_Model):
+    """How the training run and the sweep get their GPUs."""
+
+    gang: GangScheduler | None = Field(
+        default=None,
+        description="`kueue` (installed by the lab; the default on Kubernetes 1.29 and later) or `none`"
+        " (the default before 1.29): see docs/scaling.md.",
+    )
+
+
 class LabConfig(_Model):
     """Everything one stack says about the lab."""
 
@@ -476,6 +495,7 @@ class LabConfig(_Model):
     )
     trainer: Trainer = Field(default_factory=Trainer)
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
+    scheduling: Scheduling = Field(default_factory=Scheduling)
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
         description="Steps to leave out, each mapped to the reason printed when it is skipped"
@@ -536,6 +556,14 @@ class LabConfig(_Model):
     @property
     def kubernetes_minor(self) -> str:
         return ".".join(self.kubernetes_version.split(".")[:2])
+
+    @property
+    def gang_scheduler(self) -> GangScheduler:
+        """As configured, else Kueue wherever the cluster is new enough for it."""
+        if self.scheduling.gang is not None:
+            return self.scheduling.gang
+        minor = int(self.kubernetes_version.split(".")[1])
+        return GangScheduler.KUEUE if minor >= KUEUE_MIN_K8S_MINOR else GangScheduler.NONE
 
     @property
     def gpu_nodes(self) -> list[Node]:
@@ -636,6 +664,12 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
     problems.extend(_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
+    minor = int(cfg.kubernetes_version.split(".")[1])
+    if cfg.scheduling.gang is GangScheduler.KUEUE and minor < KUEUE_MIN_K8S_MINOR:
+        problems.append(
+            f"k8scifar:scheduling.gang: Kueue needs Kubernetes 1.{KUEUE_MIN_K8S_MINOR} or later and the lab"
+            f" runs {cfg.kubernetes_version}; use none or a newer kubernetesVersion"
+        )
     return problems
 
 

@@ -32,6 +32,9 @@ SECRET_KEYS_VARIABLE = "PULUMI_CONFIG_SECRET_KEYS"
 # What the host bootstrap answers under the mocks in place of site.yml's secrets: recognisable
 # placeholders, so a test can tell that none of them leaked into an object or a manifest.
 FAKE_TOKEN = "abcdef.0123456789abcdef"
+HELM_TYPE_PREFIX = "kubernetes:helm.sh/"
+# API groups of custom resources the program declares; kubernetes-validate knows none of them.
+CUSTOM_GROUPS = ("kueue.x-k8s.io",)
 FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
 
 
@@ -50,10 +53,26 @@ class Registered:
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
     create_timeout: str = ""
+    update_timeout: str = ""
+    ignore_changes: list[str] = field(default_factory=list)
 
     @property
     def is_kubernetes(self) -> bool:
+        """A built-in Kubernetes object, which the official schema validates."""
+        return self.is_kubernetes_resource and not self.is_helm_release and not self.is_custom
+
+    @property
+    def is_kubernetes_resource(self) -> bool:
         return self.type.startswith("kubernetes:") and "providers" not in self.type
+
+    @property
+    def is_helm_release(self) -> bool:
+        return self.type.startswith(HELM_TYPE_PREFIX)
+
+    @property
+    def is_custom(self) -> bool:
+        """An object of a custom resource, which its own project's CRD describes (checked by hand)."""
+        return self.type.startswith(tuple(f"kubernetes:{group}/" for group in CUSTOM_GROUPS))
 
     @property
     def kind(self) -> str:
@@ -72,6 +91,12 @@ class ProgramRun:
 
     def of_kind(self, kind: str) -> list[Registered]:
         return [r for r in self.kubernetes_objects() if r.kind == kind]
+
+    def custom_objects(self) -> list[Registered]:
+        return [r for r in self.resources if r.is_custom]
+
+    def helm_releases(self) -> list[Registered]:
+        return [r for r in self.resources if r.is_helm_release]
 
     def one(self, kind: str) -> Registered:
         found = self.of_kind(kind)
@@ -105,6 +130,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=request.deleteBeforeReplace,
                     create_timeout=request.customTimeouts.create,
+                    update_timeout=request.customTimeouts.update,
+                    ignore_changes=list(request.ignoreChanges),
                 )
             )
         return response

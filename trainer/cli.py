@@ -1,4 +1,4 @@
-"""The command line: `train`, `probe`, `data download|synthetic`, `sweep generate|report`.
+"""The command line: `train`, `launch`, `probe`, `data download|synthetic`, `sweep generate|report`.
 
 Heavy imports (torch, matplotlib) happen inside the commands that need them, so `probe` (a pod's
 readiness check, run every few seconds) and the sweep commands start fast.
@@ -82,15 +82,31 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=_positive, help="CPU threads per rank")
     train.add_argument("--sweep", type=Path, help="sweep file; the set at --index overrides the flags")
     train.add_argument("--index", type=int, help="sweep set (default: env JOB_COMPLETION_INDEX)")
-    train.add_argument("--on-complete", choices=("exit", "wait"), default="exit")
+    train.add_argument(
+        "--on-complete",
+        choices=("exit", "wait", "release"),
+        default="exit",
+        help="exit, wait for SIGTERM, or release (rank 0 scales its StatefulSet to 0, then waits)",
+    )
     train.add_argument(
         "--fresh",
         action="store_true",
         help="start again at epoch 1, replacing the run folder's checkpoints and records",
     )
+    train.add_argument("--ready-file", type=Path, help="readiness signal, written once this rank trains")
 
-    probe = commands.add_parser("probe", help="exit 0 iff the run's status is complete")
-    probe.add_argument("--run", type=Path, required=True, help="a run folder")
+    launch = commands.add_parser(
+        "launch", help="run `train ...` under torchrun as one node of a multi-pod job (one pod, one node)"
+    )
+    launch.add_argument("--max-restarts", type=int, default=3, help="torchrun restarts of the worker group")
+    launch.add_argument("trainer_command", nargs=argparse.REMAINDER, help="-- train FLAGS...")
+
+    probe = commands.add_parser(
+        "probe", help="exit 0 iff the run is complete (--run) or this rank trains (--ready)"
+    )
+    target = probe.add_mutually_exclusive_group(required=True)
+    target.add_argument("--run", type=Path, help="a run folder: ready when its status is complete")
+    target.add_argument("--ready", type=Path, help="a rank's readiness signal (train --ready-file)")
 
     data = commands.add_parser("data", help="fetch or make the dataset").add_subparsers(
         dest="action", required=True
@@ -142,6 +158,7 @@ def _train(args: argparse.Namespace) -> int:
         target_accuracy=args.target_accuracy,
         on_complete=args.on_complete,
         fresh=args.fresh,
+        ready_file=args.ready_file,
     )
     return train.main(config, where, place, splits, train.StopSignal())
 
@@ -155,8 +172,27 @@ def _sweep_index(flag: int | None) -> int:
     return int(text)
 
 
+def _launch(args: argparse.Namespace) -> int:
+    command = args.trainer_command
+    command = command[1:] if command[:1] == ["--"] else command
+    if command[:1] != ["train"]:
+        raise LaunchError("launch runs `train`: write `launch [--max-restarts N] -- train FLAGS...`")
+    _parser().parse_args(command)  # a bad flag fails here, once, not in every restarted worker
+    from trainer import launch
+
+    launch.launch(command, args.max_restarts)
+    return 0  # not reached: launch replaces this process with torchrun
+
+
 def _probe(args: argparse.Namespace) -> int:
     from trainer.metrics import RunFolder
+
+    if args.ready is not None:
+        from trainer import readiness
+
+        problem = readiness.check(args.ready)
+        print(problem or f"{args.ready}: training")
+        return 0 if problem is None else 1
 
     status = RunFolder(args.run).status()
     state = status.get("state") if status else "absent"
@@ -193,7 +229,11 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "probe": _probe, "data": _data, "sweep": _sweep}
+class LaunchError(TrainerError):
+    """`launch` was not given a `train` command."""
+
+
+COMMANDS = {"train": _train, "launch": _launch, "probe": _probe, "data": _data, "sweep": _sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer import checkpoint, data, distributed, plots
+from trainer import checkpoint, data, distributed, handoff, plots, readiness
 from trainer.config import ConfigurationError, TrainConfig, code_hash
 from trainer.errors import RunFailed
 from trainer.loader import PAD, Shard, TrainLoader, few_steps_warning, normalise, to_device, translate
@@ -44,8 +44,9 @@ class Placement:
     timeout: int
     checkpoint_keep: int
     target_accuracy: float
-    on_complete: str
-    fresh: bool = False
+    on_complete: str  # exit, wait, or release (wait after rank 0 has scaled its StatefulSet to zero)
+    ready_file: Path | None = None  # the readiness signal, given once this rank has trained a step
+    fresh: bool = False  # start again at epoch 1 (only in the first torchrun round)
 
 
 class Stopped(Exception):
@@ -184,6 +185,7 @@ class Run:
         self.progress = Progress()
         self.total_steps = config.epochs * self.loader.steps_per_epoch
         self.model = self.net  # replaced by the DDP wrapper once the state is final
+        self.ready = False
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -260,6 +262,9 @@ class Run:
                 raise Stopped
             self.set_learning_rates(epoch)
             sums += self.train_step(images, labels)
+            if self.where.ready_file and not self.ready:
+                readiness.mark(self.where.ready_file, self.place.rank)
+                self.ready = True
             p.step += 1
             p.step_in_epoch += 1
             if self.lookahead:
@@ -465,6 +470,16 @@ def _device_name(device: torch.device) -> str:
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def release_gpus(where: Placement, place: distributed.Topology) -> None:
+    """Rank 0 scales the run's StatefulSet to zero; a refusal leaves the pods waiting, GPUs held."""
+    if where.on_complete != "release" or place.rank != 0:
+        return
+    try:
+        print(handoff.release(), flush=True)
+    except handoff.HandOffError as err:
+        print(f"warning: {err}; the ranks keep their GPUs until the StatefulSet is scaled down", flush=True)
+
+
 def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSignal) -> int:
     """Say the run is complete and sleep until SIGTERM, so a pod neither exits nor crash-loops."""
     stop.arm()
@@ -511,8 +526,9 @@ def main(
     """Train (or find the run already complete), then exit or wait as `where.on_complete` says."""
     folder = RunFolder(where.run_dir)
     fresh = _fresh(where)
-    # Pods of a finished job sleep rather than meet at the rendezvous: each reads the shared folder.
-    done = folder.completed(config.hash()) if where.on_complete == "wait" and not fresh else None
+    waits = where.on_complete != "exit"
+    # Checked before joining: the other ranks of a finished job are asleep, not at the rendezvous.
+    done = folder.completed(config.hash()) if waits and not fresh else None
     if done is None:
         # Rank 0 alone reads the folder (on several machines only its own has one) and refuses bad
         # state before the rendezvous; the others learn whether it found the run complete.
@@ -531,13 +547,16 @@ def main(
                 return SIGTERM_EXIT
         else:
             distributed.leave(finished=True)
-            if place.rank == 0 and where.on_complete == "exit":
+            if place.rank == 0 and not waits:
                 print(
                     f"run {folder.path} is already complete (best test accuracy"
                     f" {100 * done['best_test_acc']:.2f}%); nothing to do (--fresh trains it again)",
                     flush=True,
                 )
-    if where.on_complete == "wait":
+    if waits:
+        if where.ready_file:
+            readiness.mark(where.ready_file, place.rank)
+        release_gpus(where, place)
         return complete_and_wait(folder, done, stop)
     return 0
 
@@ -556,4 +575,6 @@ def _train(run: Run, stop: StopSignal, start: Start) -> dict[str, Any] | None:
         raise
     finally:
         distributed.leave(finished=done is not None)
+        if run.where.ready_file and done is None:
+            readiness.clear(run.where.ready_file)
     return done

@@ -1,11 +1,11 @@
 """`labctl`: the operator's command for the lab, before `pulumi up` (init, doctor) and after it
-(validate, status, results)."""
+(validate, status, wait, results)."""
 
 from __future__ import annotations
 
 import argparse
 
-from lab.cli import doctor, hosts, init, render, results, status, try_local, validate
+from lab.cli import doctor, hosts, init, render, results, status, try_local, validate, wait
 from lab.cli.console import CliError, print_error
 from lab.config import ConfigError
 from lab.playbook import PlaybookError
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         " `labctl try` runs it on two local test machines.",
     )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    for module in (try_local, init, doctor, hosts, render, validate, status, results):
+    for module in (try_local, init, doctor, hosts, render, validate, status, wait, results):
         module.register(commands)
     return parser
 

@@ -32,6 +32,9 @@ ORDER = (
     "Node",
     "DaemonSet",
     "Deployment",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
     "Job",
     "StatefulSet",
 )
@@ -56,7 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def manifests(program: ProgramRun) -> list[dict[str, Any]]:
     """Every Kubernetes object of the run as the API takes it, in the order to apply them."""
     objects = []
-    for resource in program.kubernetes_objects():
+    for resource in program.kubernetes_objects() + program.custom_objects():
         obj = kubernetes_object(resource)
         if obj["kind"] == "Secret":
             raise CliError(f"the program declares Secret {resource.name}; secrets are never rendered")
@@ -88,8 +91,18 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.dir} is not an empty folder; name a new or empty one")
     values = read_stack_values(stack_file(args.stack, args.stacks_dir))
     with console.status(f"running the program for stack {args.stack} (no engine, nothing deployed)"):
-        objects = manifests(run_program(args.stack, values))
+        program = run_program(args.stack, values)
+        objects = manifests(program)
     written = write(objects, args.dir)
+    for release in program.helm_releases():
+        # A Helm release is a chart to install, not an object to apply; its CRDs come first.
+        inputs = release.inputs
+        console.print(
+            f"first install {inputs['chart']} {inputs['version']} as the program does:"
+            f" helm install {release.name} {inputs['chart']} --version {inputs['version']}"
+            f" --namespace {inputs['namespace']} --create-namespace (values: {release.name}-values.yaml)"
+        )
+        (args.dir / f"{release.name}-values.yaml").write_text(yaml.safe_dump(inputs.get("values", {})))
     console.print(
         f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up --stack {args.stack}`:"
     )

@@ -1,7 +1,8 @@
 """Everything inside the lab's Kubernetes cluster, declared through the provider the host bootstrap builds.
 
 `Cluster` composes the named parts in dependency order: namespace, GPU support, NFS storage,
-registry, image build, dataset, network policies, the DDP training run and the optional sweep.
+gang scheduler, registry, image build, dataset, network policies, the DDP training run and the
+optional sweep.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from lab.build_context import BuildContext
 from lab.cluster.dataset import declare_dataset
+from lab.cluster.gang import declare_gang
 from lab.cluster.gpu import declare_gpu_support
 from lab.cluster.image import declare_image
 from lab.cluster.namespace import declare_namespace
@@ -51,13 +53,14 @@ class Cluster(pulumi.ComponentResource):
         namespace = declare_namespace(lab, provider, self)
         scope = Scope(lab, provider, self, namespace.metadata.name)
         declare_gpu_support(scope)
+        gang = declare_gang(scope)
         storage = declare_storage(scope)
         registry = declare_registry(scope, storage)
         image = declare_image(scope, registry, context)
         dataset = declare_dataset(scope, storage, image)
         declare_network_policies(scope)
-        training = declare_training(scope, storage, image, dataset)
-        sweep = declare_sweep(scope, storage, image, dataset)
+        training = declare_training(scope, storage, image, dataset, gang)
+        sweep = declare_sweep(scope, storage, image, dataset, training.statefulset, gang)
         share = f"{lab.nfs_server.address}:{export_path(scope, RUNS)}"
         self.outputs = ClusterOutputs(
             image=image.reference,

@@ -25,7 +25,7 @@ def declare_dataset(scope: Scope, storage: Storage, image: TrainerImage) -> k8s.
     )
     return k8s.batch.v1.Job(
         "dataset",
-        metadata=scope.metadata("dataset", APP, COMPONENT),
+        metadata=scope.job_metadata("dataset", APP, COMPONENT),
         spec={
             "backoffLimit": 3,
             "template": {

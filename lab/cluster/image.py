@@ -117,7 +117,7 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
     }
     job = k8s.batch.v1.Job(
         "trainer-build",
-        metadata=scope.metadata(build_job_name(tag), APP, COMPONENT),
+        metadata=scope.job_metadata(build_job_name(tag), APP, COMPONENT),
         spec={
             "backoffLimit": 2,
             "template": {

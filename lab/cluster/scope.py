@@ -11,6 +11,12 @@ import pulumi_kubernetes as k8s
 from lab.cluster.labels import labels, selector_labels
 from lab.config import LabConfig
 
+# pulumi-kubernetes awaits a Job until it completes and, by default, re-awaits a Job that failed
+# in an earlier update on every later `pulumi up`; with this annotation it replaces the unready
+# Job instead, so a transient failure heals on the next `up` (pulumi/pulumi-kubernetes#1575,
+# #1578; https://www.pulumi.com/docs/reference/pkg/kubernetes/batch/v1/job).
+REPLACE_UNREADY = {"pulumi.com/replaceUnready": "true"}
+
 
 def kubernetes_minor(lab: LabConfig) -> int:
     """The configured Kubernetes minor version, for fields that only newer clusters know."""
@@ -39,6 +45,10 @@ class Scope:
     def metadata(self, name: str, app: str, component: str, **extra: Any) -> dict[str, Any]:
         """Metadata of a namespaced object with the lab's labels."""
         return {"name": name, "namespace": self.namespace, "labels": self.labels(app, component), **extra}
+
+    def job_metadata(self, name: str, app: str, component: str) -> dict[str, Any]:
+        """Metadata of a Job that `pulumi up` awaits: replaced, not re-awaited, once it has failed."""
+        return self.metadata(name, app, component, annotations=dict(REPLACE_UNREADY))
 
     def cluster_metadata(self, name: str, app: str, component: str) -> dict[str, Any]:
         """Metadata of a cluster-scoped object (PersistentVolume, RuntimeClass)."""

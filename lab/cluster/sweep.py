@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
     RUNS_DIR,
@@ -69,7 +70,12 @@ def _container(lab: LabConfig, image: TrainerImage, name: str) -> dict[str, Any]
 
 
 def declare_sweep(
-    scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource
+    scope: Scope,
+    storage: Storage,
+    image: TrainerImage,
+    dataset: pulumi.Resource,
+    training: pulumi.Resource,
+    gang: Gang | None,
 ) -> SweepRun | None:
     lab = scope.lab
     if lab.sweep is None:
@@ -88,9 +94,11 @@ def declare_sweep(
         *training_volumes(storage),
         {"name": "sweep", "configMap": {"name": sweep_map.metadata.name}},
     ]
+    queue_labels, queue = gang_opts(gang)
+    metadata = scope.job_metadata(name, APP, COMPONENT)
     job = k8s.batch.v1.Job(
         "sweep",
-        metadata=scope.metadata(name, APP, COMPONENT),
+        metadata={**metadata, "labels": {**metadata["labels"], **queue_labels}},
         spec={
             "completionMode": "Indexed",
             "completions": sets,
@@ -105,6 +113,10 @@ def declare_sweep(
         opts=scope.opts(
             image.job,
             dataset,
+            # After the training run: it is queued first, and with Kueue's StrictFIFO it is admitted
+            # first; the sweep gets the GPUs the run leaves, all of them once it has scaled to zero.
+            training,
+            *queue,
             custom_timeouts=pulumi.CustomTimeouts(create=SWEEP_TIMEOUT, update=SWEEP_TIMEOUT),
         ),
     )

@@ -1,8 +1,10 @@
 """The DDP training run: a headless Service and a StatefulSet with one rank per pod.
 
 The StatefulSet gives each pod a stable name and ordinal; the headless Service gives rank 0 a
-stable DNS name that every rank rendezvouses at. Ranks find their place from the environment
-(MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK), the same contract torchrun fills in on one machine.
+stable DNS name that every pod's torchrun rendezvouses at. Each pod is one torchrun node
+(`python -m trainer launch`), placed by its environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE,
+RANK). A rank turns Ready once it has joined the process group and trained a step, so `pulumi up`
+returns when every rank trains; when the run is complete, rank 0 scales the StatefulSet to zero.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
     RUNS_DIR,
     field_env,
+    mount,
     train_args,
     trainer_container,
     training_mounts,
     training_pod,
     training_volumes,
 )
+from lab.cluster.release import ReleaseRights, declare_release_rights
 from lab.cluster.scope import Scope, kubernetes_minor
 from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
@@ -33,9 +38,17 @@ APP = "trainer"
 COMPONENT = "training"
 NAME = "trainer"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
-# A rank turns Ready when the whole run is complete, and `pulumi up` waits for that.
-TRAINING_TIMEOUT = "12h"
+# `pulumi up` waits for every rank to be Ready, i.e. training. The image is on the nodes (the
+# dataset Job ran it) and a rank needs seconds to join and step, so a set that is not training
+# after this long is crash-looping or stuck: `up` fails and pulumi-kubernetes reports the pods.
+TRAINING_TIMEOUT = "15m"
+# torchrun restarts a failed worker group this often inside the pod before the container fails.
+MAX_RESTARTS = 3
+# The readiness signal lives in a memory-backed volume of the pod: it must not outlive the pod.
+SIGNALS_DIR = "/run/k8scifar"
+READY_FILE = f"{SIGNALS_DIR}/training"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+RUN_ANNOTATION = "k8scifar/run"
 POD_INDEX_LABEL_MINOR = 28  # the StatefulSet controller sets the label from 1.28 on
 POD_NETWORK_INTERFACE = "eth0"
 
@@ -45,6 +58,7 @@ class Training:
     service: k8s.core.v1.Service
     statefulset: k8s.apps.v1.StatefulSet
     run_name: str
+    rights: ReleaseRights
 
     @property
     def pod_zero(self) -> str:
@@ -74,9 +88,14 @@ def run_name(lab: LabConfig, image_tag: str) -> str:
     return f"{t.model.value}-{digest}"
 
 
+def pod_address(lab: LabConfig, pod: str) -> str:
+    """A rank's stable DNS name through the headless Service."""
+    return f"{pod}.{NAME}.{lab.namespace}.svc.cluster.local"
+
+
 def master_address(lab: LabConfig) -> str:
-    """Rank 0's stable DNS name through the headless Service."""
-    return f"{NAME}-0.{NAME}.{lab.namespace}.svc.cluster.local"
+    """Rank 0's stable DNS name: where torchrun's rendezvous store listens."""
+    return pod_address(lab, f"{NAME}-0")
 
 
 def _rank_env(lab: LabConfig) -> list[dict[str, Any]]:
@@ -86,6 +105,8 @@ def _rank_env(lab: LabConfig) -> list[dict[str, Any]]:
         {"name": "WORLD_SIZE", "value": str(lab.replicas)},
         # Older clusters have no pod-index label; the trainer then reads the ordinal off the name.
         field_env("POD_NAME", "metadata.name"),
+        # The kubelet expands $(POD_NAME), declared above, into this pod's own DNS name.
+        {"name": "LAB_LOCAL_ADDR", "value": pod_address(lab, "$(POD_NAME)")},
     ]
     if kubernetes_minor(lab) >= POD_INDEX_LABEL_MINOR:
         env.append(field_env("RANK", f"metadata.labels['{POD_INDEX_LABEL}']"))
@@ -114,33 +135,56 @@ def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
     return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
 
 
-def _pod_spec(scope: Scope, storage: Storage, image: TrainerImage, name: str) -> dict[str, Any]:
+def launch_args(lab: LabConfig, name: str) -> list[str]:
+    """The pod's arguments: torchrun (one node per pod) around the trainer's `train`."""
+    train = train_args(lab, RUNS_DIR, name, on_complete="release")
+    return ["launch", "--max-restarts", str(MAX_RESTARTS), "--", *train, "--ready-file", READY_FILE]
+
+
+def _pod_spec(
+    scope: Scope, storage: Storage, image: TrainerImage, name: str, account: pulumi.Input[str]
+) -> dict[str, Any]:
     lab = scope.lab
     network_fields, network_env = _network(lab)
     container = trainer_container(
         image.reference,
-        train_args(lab, RUNS_DIR, name, on_complete="wait"),
-        training_mounts(),
+        launch_args(lab, name),
+        [*training_mounts(), mount("signals", SIGNALS_DIR)],
         env=_rank_env(lab) + network_env,
         ports=[{"name": "rendezvous", "containerPort": lab.trainer.port}],
-        # Ready means "this run is complete": the pod stays up and says so instead of restarting.
+        # Ready means "this rank has joined the process group and trains" (trainer/readiness.py).
         readinessProbe={
-            "exec": {"command": ["python", "-m", "trainer", "probe", "--run", f"{RUNS_DIR}/{name}"]},
-            "periodSeconds": 30,
-            "timeoutSeconds": 20,
+            "exec": {"command": ["python", "-m", "trainer", "probe", "--ready", READY_FILE]},
+            "periodSeconds": 10,
+            "timeoutSeconds": 10,
         },
+        # A crashed rank's last log lines become its termination message, which the pod's
+        # status (and so `pulumi up`'s report on a failed StatefulSet) carries.
+        terminationMessagePolicy="FallbackToLogsOnError",
     )
-    volumes = training_volumes(storage)
+    volumes = [
+        *training_volumes(storage),
+        {"name": "signals", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+    ]
     return training_pod(
-        lab, container, volumes, affinity=_placement(lab, scope.selector(APP, COMPONENT)), **network_fields
+        lab,
+        container,
+        volumes,
+        affinity=_placement(lab, scope.selector(APP, COMPONENT)),
+        serviceAccountName=account,
+        # The token is how rank 0 scales the StatefulSet to zero; its Role allows nothing else.
+        automountServiceAccountToken=True,
+        **network_fields,
     )
 
 
 def declare_training(
-    scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource
+    scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource, gang: Gang | None
 ) -> Training:
     lab = scope.lab
+    queue_labels, queue = gang_opts(gang)
     name = run_name(lab, image.tag)
+    rights = declare_release_rights(scope, NAME, APP, COMPONENT)
     service = k8s.core.v1.Service(
         "trainer",
         metadata=scope.metadata(NAME, APP, COMPONENT),
@@ -155,7 +199,11 @@ def declare_training(
     )
     statefulset = k8s.apps.v1.StatefulSet(
         "trainer",
-        metadata=scope.metadata(NAME, APP, COMPONENT, annotations={"k8scifar/run": name}),
+        metadata={
+            **scope.metadata(NAME, APP, COMPONENT, annotations={RUN_ANNOTATION: name}),
+            # With Kueue the ranks are one pod group, admitted all together or not at all.
+            "labels": {**scope.labels(APP, COMPONENT), **queue_labels},
+        },
         spec={
             "serviceName": service.metadata.name,
             "replicas": lab.replicas,
@@ -164,12 +212,18 @@ def declare_training(
             "selector": {"matchLabels": scope.selector(APP, COMPONENT)},
             "template": {
                 "metadata": {"labels": scope.labels(APP, COMPONENT)},
-                "spec": _pod_spec(scope, storage, image, name),
+                "spec": _pod_spec(scope, storage, image, name, rights.service_account.metadata.name),
             },
         },
         opts=scope.opts(
             image.job,
             dataset,
+            *rights.resources,
+            *queue,
+            # Rank 0 scales a finished run to zero: that drift is the run's own doing. Pulumi then
+            # leaves `spec.replicas`, owned by the trainer's field manager, out of its apply
+            # (pulumi/pulumi-kubernetes#2566), so an unchanged `up` does not start the run again.
+            ignore_changes=["spec.replicas"],
             # A rolling update waits for each new rank to turn Ready, which it cannot do while
             # the other ranks still run the old inputs: a new run replaces the whole set instead,
             # old pods first so that their GPUs are free.
@@ -178,4 +232,4 @@ def declare_training(
             custom_timeouts=pulumi.CustomTimeouts(create=TRAINING_TIMEOUT, update=TRAINING_TIMEOUT),
         ),
     )
-    return Training(service, statefulset, name)
+    return Training(service, statefulset, name, rights)

@@ -10,3 +10,8 @@ BUILDKIT_IMAGE = "docker.io/moby/buildkit:v0.23.2-rootless"
 
 # NVIDIA's device plugin as a static DaemonSet (no GPU operator, no Helm).
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+
+# Kueue, the gang scheduler, from its official OCI Helm chart
+# (https://kueue.sigs.k8s.io/docs/installation/#install-by-helm).
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_VERSION = "0.18.3"

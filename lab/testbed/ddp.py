@@ -22,6 +22,7 @@ from pathlib import Path
 from lab.testbed import network, processes
 from lab.testbed.commands import TestbedError
 from lab.testbed.layout import Layout
+from trainer.launch import worker_environment
 
 RDZV_PORT = 29400
 TRAINER_MODULE = "trainer"
@@ -99,11 +100,9 @@ class DdpJob:
             LAB_COLLECTIVE_TIMEOUT=str(self.collective_timeout_s),
             PYTHONPATH=str(Path(__file__).resolve().parents[2]),
             PYTHONUNBUFFERED="1",
-            # A fresh store per worker group: the agents' shared store keys workers by each agent's own
-            # restart count, which drifts apart after a link fault and strands the next rendezvous.
-            TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
         )
-        return env
+        # Torchrun's settings as the pods have them: a fresh rendezvous store per worker group.
+        return worker_environment(env)
 
     def start(self) -> None:
         for node in range(self.layout.count):

@@ -321,6 +321,49 @@ def check_pod_security(run: ProgramRun, lab: LabConfig) -> list[str]:
     return problems
 
 
+def check_awaited_jobs_replace_when_unready(run: ProgramRun, lab: LabConfig) -> list[str]:
+    # pulumi-kubernetes honours the annotation on Jobs only (pulumi/pulumi-kubernetes#1575).
+    key, value = "pulumi.com/replaceUnready", "true"
+    return [
+        f"Job {name_of(job)} lacks the annotation {key}: {value!r}; a failed run would fail every later up"
+        for job in run.of_kind("Job")
+        if job.inputs.get("metadata", {}).get("annotations", {}).get(key) != value
+    ]
+
+
+def check_release_rights(run: ProgramRun, lab: LabConfig) -> list[str]:
+    """The ranks may patch their own StatefulSet's scale subresource and nothing else.
+
+    RBAC names a subresource `<resource>/<subresource>` and narrows a rule to objects by
+    `resourceNames` (https://kubernetes.io/docs/reference/access-authn-authz/rbac/); the scale
+    subresource of apps/v1 StatefulSets is what `trainer/handoff.py` patches.
+    """
+    sts = one(run, "training")
+    if sts is None:
+        return ["expected exactly one training StatefulSet"]
+    account = pod_spec(sts).get("serviceAccountName")
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": lab.namespace}
+    bindings = [b for b in run.of_kind("RoleBinding") if subject in b.inputs.get("subjects", [])]
+    if account not in objects_named(run, "ServiceAccount") or len(bindings) != 1:
+        return [f"the ranks' service account {account!r} must exist and be bound by exactly one RoleBinding"]
+    role = objects_named(run, "Role").get(bindings[0].inputs["roleRef"].get("name"))
+    if role is None or bindings[0].inputs["roleRef"].get("kind") != "Role":
+        return [f"RoleBinding {name_of(bindings[0])} must bind a Role of the namespace"]
+    wanted = [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["statefulsets/scale"],
+            "resourceNames": [name_of(sts)],
+            "verbs": ["patch"],
+        }
+    ]
+    if role.inputs.get("rules") != wanted:
+        return [f"Role {name_of(role)} must allow exactly {wanted}, not {role.inputs.get('rules')}"]
+    if pod_spec(sts).get("automountServiceAccountToken") is not True:
+        return ["the ranks need their service-account token to scale the finished run to zero"]
+    return []
+
+
 def _ingress_ports(policy: dict[str, Any]) -> set[Any]:
     return {p.get("port") for rule in policy.get("ingress", []) for p in rule.get("ports", [])}
 
@@ -356,6 +399,8 @@ CHECKS: list[Check] = [
     check_namespace_and_labels,
     check_pod_security,
     check_network_policies,
+    check_awaited_jobs_replace_when_unready,
+    check_release_rights,
 ]
 
 
@@ -462,6 +507,14 @@ def _break_network_policy(run: ProgramRun) -> None:
             rule["ports"] = [p for p in rule.get("ports", []) if p.get("port") != 29500]
 
 
+def _break_replace_unready(run: ProgramRun) -> None:
+    del _workload(run, "dataset").inputs["metadata"]["annotations"]
+
+
+def _break_release_rights(run: ProgramRun) -> None:
+    objects_named(run, "Role")["trainer-release"].inputs["rules"][0]["resources"] = ["statefulsets"]
+
+
 BREAKAGES = [
     (check_headless_service, "example-gpu", _break_service_selector, "selector"),
     (check_claims, "example-cpu", _break_claim_name, "'run'"),
@@ -475,6 +528,8 @@ BREAKAGES = [
     (check_namespace_and_labels, "example-cpu", _break_namespace, "default"),
     (check_pod_security, "example-gpu", _break_security, "privileges"),
     (check_network_policies, "example-gpu", _break_network_policy, "29500"),
+    (check_awaited_jobs_replace_when_unready, "example-sweep", _break_replace_unready, "dataset"),
+    (check_release_rights, "example-gpu", _break_release_rights, "'statefulsets'"),
 ]
 
 

@@ -49,14 +49,16 @@ def test_training_command_line_follows_the_stack() -> None:
     container = _trainer(run)
     name = run.outputs["run"]
     assert container["args"] == [
+        "launch", "--max-restarts", "3", "--",
         "train", "--data", "/data", "--runs", "/runs", "--run-name", name,
         "--model", "airbench", "--epochs", "4", "--batch-size", "512", "--lr", "0.2",
         "--seed", "0", "--backend", "gloo", "--compression", "bf16",
-        "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "wait",
+        "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "release",
+        "--ready-file", "/run/k8scifar/training",
     ]  # fmt: skip
     assert "--lr" not in _trainer(recorded("example-cpu"))["args"]  # the model's own recipe
     probe = container["readinessProbe"]["exec"]["command"]
-    assert probe == ["python", "-m", "trainer", "probe", "--run", f"/runs/{name}"]
+    assert probe == ["python", "-m", "trainer", "probe", "--ready", "/run/k8scifar/training"]
 
 
 def test_dataset_job_downloads_onto_the_writable_dataset_volume() -> None:
@@ -207,3 +209,43 @@ def test_a_setting_that_changes_results_is_a_new_run_and_retention_is_not() -> N
     assert _run_name(seed=7) != base
     assert _run_name(compression="fp16") != base
     assert _run_name(checkpointKeep=9) == base
+
+
+def test_up_returns_once_every_rank_trains_and_fails_within_minutes_otherwise() -> None:
+    run = recorded("example-gpu")
+    sts = _workload(run, "training")
+    # pulumi-kubernetes waits until spec.replicas equals status.readyReplicas (and the revisions
+    # agree), and fails the update when that takes longer than the custom timeout
+    # (https://www.pulumi.com/registry/packages/kubernetes/api-docs/apps/v1/statefulset).
+    assert sts.create_timeout == sts.update_timeout == "15m"
+    container = pod_spec(sts)["containers"][0]
+    # A crashed rank's last log lines become the termination message in its status.
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    signals = next(m for m in container["volumeMounts"] if m["name"] == "signals")
+    ready_file = container["args"][container["args"].index("--ready-file") + 1]
+    assert ready_file.startswith(signals["mountPath"] + "/")
+    assert container["readinessProbe"]["exec"]["command"][-1] == ready_file
+    volume = next(v for v in pod_spec(sts)["volumes"] if v["name"] == "signals")
+    assert volume["emptyDir"]["medium"] == "Memory"  # the signal dies with the pod
+    assert run.outputs["wait"] == "labctl wait --stack example-gpu"
+
+
+def test_the_program_leaves_a_finished_runs_replica_count_alone() -> None:
+    """Rank 0 scales the StatefulSet to zero; the program must not scale it back (ignoreChanges)
+    while new inputs still replace the whole set (a new run)."""
+    sts = _workload(recorded("example-gpu"), "training")
+    assert sts.ignore_changes == ["spec.replicas"]
+    assert sts.replace_on_changes == ["spec"] and sts.delete_before_replace
+    assert sts.inputs["metadata"]["annotations"]["k8scifar/run"] == recorded("example-gpu").outputs["run"]
+    assert "--on-complete" in (args := _trainer(recorded("example-gpu"))["args"])
+    assert args[args.index("--on-complete") + 1] == "release"
+
+
+def test_ranks_may_reach_the_api_server_to_hand_back_their_gpus() -> None:
+    policies = {name_of(p): p.inputs["spec"] for p in recorded("example-gpu").of_kind("NetworkPolicy")}
+    egress = policies["trainer-collectives"]["egress"]
+    server = load_stack("example-gpu").server.address
+    assert {
+        "to": [{"ipBlock": {"cidr": f"{server}/32"}}],
+        "ports": [{"protocol": "TCP", "port": 6443}],
+    } in egress

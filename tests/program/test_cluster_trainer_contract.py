@@ -4,6 +4,7 @@ its place in the world."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from lab.config import load_stack, read_stack_values, stack_file
 from tests.program.harness import ProgramRun, cluster_stacks, env_of, pod_spec, run_program
 from tests.program.test_cluster_consistency import component, recorded
-from trainer import distributed
+from trainer import distributed, launch
 from trainer.cli import _parser
 
 TRAINER_PREFIX = ["python", "-m", "trainer"]
@@ -28,11 +29,29 @@ def _downward(source: dict[str, Any], pod: str, ordinal: int, node: str) -> str 
     return values[path]
 
 
+def _expand(value: str, earlier: dict[str, str]) -> str:
+    """The kubelet's $(NAME) expansion of a variable declared earlier in the list; unknown names stay."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: earlier.get(m.group(1), m.group(0)), value)
+
+
 def rank_environment(run: ProgramRun, ordinal: int, node: str) -> dict[str, str]:
     (sts,) = component(run, "training")
     pod = f"{sts.inputs['metadata']['name']}-{ordinal}"
-    env = env_of(pod_spec(sts)["containers"][0])
-    return {k: v if isinstance(v, str) else _downward(v, pod, ordinal, node) for k, v in env.items()}
+    env: dict[str, str] = {}
+    for name, value in env_of(pod_spec(sts)["containers"][0]).items():
+        env[name] = _expand(value, env) if isinstance(value, str) else _downward(value, pod, ordinal, node)
+    return env
+
+
+def trainer_command(args: list[str]) -> list[str]:
+    """The `train` command a pod runs, parsed with the trainer's parser (inside `launch` too)."""
+    parsed = _parser().parse_args(args)
+    if parsed.command != "launch":
+        return args
+    inner = parsed.trainer_command
+    inner = inner[1:] if inner[:1] == ["--"] else inner
+    _parser().parse_args(inner)
+    return inner
 
 
 @pytest.mark.parametrize("stack", cluster_stacks())
@@ -42,7 +61,7 @@ def test_every_command_parses_with_the_trainers_parser(stack: str) -> None:
     assert workloads
     for workload in workloads:
         container = pod_spec(workload)["containers"][0]
-        _parser().parse_args(container["args"])
+        assert trainer_command(container["args"])[0] in {"train", "data"}
         probe = container.get("readinessProbe", {}).get("exec", {}).get("command")
         if probe is not None:
             assert probe[:3] == TRAINER_PREFIX
@@ -54,7 +73,7 @@ def test_a_command_the_trainer_does_not_know_is_refused() -> None:
     (sts,) = component(recorded("example-cpu"), "training")
     args = pod_spec(sts)["containers"][0]["args"]
     with pytest.raises(SystemExit):
-        _parser().parse_args([*args, "--no-such-flag"])
+        trainer_command([*args, "--no-such-flag"])
 
 
 @pytest.mark.parametrize("stack", cluster_stacks())
@@ -82,3 +101,25 @@ def test_ranks_on_clusters_without_the_pod_index_label_use_their_name() -> None:
     env = rank_environment(run, 1, "cpu-b")
     assert "RANK" not in env
     assert distributed.topology(env).rank == 1
+
+
+@pytest.mark.parametrize("stack", cluster_stacks())
+def test_each_pod_is_one_torchrun_node_of_the_run(stack: str) -> None:
+    """What `launch` makes of each pod's environment: one node per pod, the rendezvous store on pod 0
+    (and only there), reached through the headless Service, each pod at its own DNS name."""
+    lab = load_stack(stack)
+    run = recorded(stack)
+    (sts,) = component(run, "training")
+    args = trainer_command(pod_spec(sts)["containers"][0]["args"])
+    master = f"trainer-0.trainer.{lab.namespace}.svc.cluster.local:{lab.trainer.port}"
+    for ordinal in range(lab.replicas):
+        env = rank_environment(run, ordinal, lab.nodes[ordinal % len(lab.nodes)].name)
+        command = launch.torchrun_command(env, args, max_restarts=3)
+        flags = command[command.index("torch.distributed.run") + 1 : command.index("-m", 3)]
+        assert flags == [
+            f"--nnodes={lab.replicas}", "--nproc-per-node=1", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={master}", f"--rdzv-id={run.outputs['run']}",
+            f"--rdzv-conf=is_host={int(ordinal == 0)}", "--max-restarts=3",
+            f"--local-addr=trainer-{ordinal}.trainer.{lab.namespace}.svc.cluster.local",
+        ]  # fmt: skip
+        assert command[-len(args) - 2 :] == ["-m", "trainer", *args]

@@ -1,0 +1,155 @@
+"""`labctl wait`: follow a training run to its end with a progress bar; exit 0 when it completes,
+1 with the reason when it fails.
+
+It reads what `labctl status` reads (the run's status.json and metrics.jsonl, on the NFS export
+over SSH or in a local copy), so `pulumi up --stack lab && labctl wait --stack lab` is one command
+from two machines to a trained model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lab.build_context import build_context
+from lab.cli.console import CliError, console, errors
+from lab.cli.runsource import RunsSource, runs_source
+from lab.cli.stackarg import add_stack_option, load
+from lab.cli.status import all_runs, progress
+from lab.cluster.training import run_name
+
+# A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
+# worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.
+FAILED_AFTER_SECONDS = 120.0
+EXIT_FAILED = 1
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "wait",
+        help="follow the training run to its end with a progress bar",
+        description="Follow the stack's training run (or --run) until it is complete (exit 0) or has"
+        " failed (exit 1, with the reason), from its status.json and metrics.jsonl on the NFS export.",
+    )
+    add_stack_option(parser)
+    parser.add_argument("--run", help="run folder name (default: the run the stack's inputs give)")
+    parser.add_argument("--runs-dir", type=Path, help="follow a local copy of the runs folder instead")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between reads (default: 10)")
+    parser.add_argument("--timeout", type=float, help="give up after this many seconds (default: never)")
+    parser.add_argument(
+        "--failed-after",
+        type=float,
+        default=FAILED_AFTER_SECONDS,
+        help="seconds a failed status must stand before it counts, so a restart can recover"
+        " (default: %(default)s)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def find(found: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((r for r in all_runs(found) if name in {r["name"], r["path"]}), None)
+
+
+def _fields(figures: dict[str, Any]) -> dict[str, str]:
+    def number(key: str, text: str) -> str:
+        value = figures.get(key)
+        return text.format(value) if isinstance(value, int | float) else "-"
+
+    eta = figures.get("eta_seconds")
+    return {
+        "epoch": f"{figures.get('epoch') or 0}/{figures.get('epochs') or '?'}",
+        "acc": number("test_acc", "{:.2%}"),
+        "speed": number("images_per_second", "{:,.0f}"),
+        "eta": f"{int(eta) // 60}m{int(eta) % 60:02d}s" if isinstance(eta, int | float) else "-",
+        "restarts": str(figures.get("restarts") or 0),
+        "state": str(figures.get("state", "unknown")),
+    }
+
+
+class Follower:
+    """One run's progress as read at each poll, with the rule for when a failure is final."""
+
+    def __init__(self, source: RunsSource, name: str, failed_after: float) -> None:
+        self.source, self.name, self.failed_after = source, name, failed_after
+        self.failed_since: tuple[Any, float] | None = None  # (status.json's "updated", first seen)
+
+    def poll(self) -> tuple[str, dict[str, Any]]:
+        """("absent" | "running" | "complete" | "failed", the merged figures)."""
+        found = find(self.source.collect(), self.name)
+        if found is None:
+            return "absent", {}
+        figures = progress(found)
+        state = figures.get("state")
+        if state == "complete":
+            return "complete", figures
+        if state != "failed":
+            self.failed_since = None
+            return "running", figures
+        updated = figures.get("updated")
+        if self.failed_since is None or self.failed_since[0] != updated:
+            self.failed_since = (updated, time.monotonic())
+        final = time.monotonic() - self.failed_since[1] >= self.failed_after
+        return ("failed" if final else "running"), figures
+
+
+def follow(follower: Follower, interval: float, timeout: float | None) -> int:
+    began = time.monotonic()
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn(
+            "epoch {task.fields[epoch]}  acc {task.fields[acc]}  {task.fields[speed]} img/s"
+            "  eta {task.fields[eta]}  restarts {task.fields[restarts]}  {task.fields[state]}"
+        ),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task(follower.name, total=None, **_fields({"state": "waiting for the run"}))
+        while True:
+            state, figures = follower.poll()
+            if figures:
+                bar.update(
+                    task, total=figures.get("epochs"), completed=figures.get("epoch") or 0, **_fields(figures)
+                )
+            if state in {"complete", "failed"}:
+                break
+            if timeout is not None and time.monotonic() - began > timeout:
+                state = "timeout"
+                break
+            time.sleep(interval)
+    if state == "complete":
+        best, final = figures.get("best_test_acc"), figures.get("final_test_acc")
+        console.print(
+            f"run {follower.name} is complete: best test accuracy {best:.2%}, final {final:.2%}"
+            if isinstance(best, float) and isinstance(final, float)
+            else f"run {follower.name} is complete"
+        )
+        return 0
+    if state == "failed":
+        reason = figures.get("error") or "no error recorded"
+        errors.print(
+            f"[bold red]labctl:[/] run {follower.name} failed at epoch {figures.get('epoch')}: {reason};"
+            " the ranks' logs say more (`pulumi stack output follow`)",
+            soft_wrap=True,
+        )
+        return EXIT_FAILED
+    errors.print(
+        f"[bold red]labctl:[/] run {follower.name} did not finish within {timeout:.0f} s"
+        f" (last state: {figures.get('state', 'no run folder yet')}); `labctl status` shows the ranks",
+        soft_wrap=True,
+    )
+    return EXIT_FAILED
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load(args)
+    if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
+        raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
+    # The name `pulumi up` gives the run from the same stack and the same checkout.
+    name = args.run or run_name(cfg, build_context().tag)
+    source = runs_source(cfg, args.stack, args.runs_dir)
+    return follow(Follower(source, name, args.failed_after), args.interval, args.timeout)

@@ -1,0 +1,99 @@
+"""Hand-written checks of the Kueue objects the program declares, against Kueue's published API.
+
+kubernetes-validate knows no custom resources, so each rule below restates a field rule of
+Kueue's v1beta2 API types or of its Configuration, and each check returns the problems it finds:
+
+- kubernetes-sigs/kueue apis/kueue/v1beta2/resourceflavor_types.go (spec: nodeLabels, nodeTaints,
+  tolerations, topologyName);
+- apis/kueue/v1beta2/clusterqueue_types.go (resourceGroups: at most 16; coveredResources 1 to 64;
+  flavors 1 to 64, each listing every covered resource in the same order; nominalQuota a
+  non-negative quantity; queueingStrategy StrictFIFO or BestEffortFIFO; cohortName,
+  namespaceSelector, ...);
+- apis/kueue/v1beta2/localqueue_types.go (spec: clusterQueue, a DNS-1123 subdomain; stopPolicy;
+  fairSharing);
+- charts/kueue/values.yaml, `managerConfig.controllerManagerConfigYaml`: a
+  config.kueue.x-k8s.io/v1beta2 Configuration (waitForPodsReady with timeout, blockAdmission,
+  requeuingStrategy, recoveryTimeout; integrations.frameworks; managedJobsNamespaceSelector;
+  resources.excludeResourcePrefixes), and site/content/en/docs/tasks/run/statefulset.md: the
+  `statefulset` integration needs the `pod` one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mkMGTPE]|[eE][0-9]+)?$")  # non-negative
+SPEC_FIELDS = {
+    "ResourceFlavor": {"nodeLabels", "nodeTaints", "tolerations", "topologyName"},
+    "ClusterQueue": {
+        "resourceGroups", "cohortName", "queueingStrategy", "namespaceSelector", "flavorFungibility",
+        "preemption", "admissionChecksStrategy", "stopPolicy", "fairSharing", "admissionScope",
+    },
+    "LocalQueue": {"clusterQueue", "stopPolicy", "fairSharing"},
+}  # fmt: skip
+WAIT_FOR_PODS_READY_FIELDS = {"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def check_object(obj: dict[str, Any]) -> list[str]:
+    """apiVersion, kind, name and the spec's fields of one Kueue object."""
+    kind = obj.get("kind", "")
+    where = f"{kind} {_name(obj)!r}"
+    if obj.get("apiVersion") != API_VERSION or kind not in SPEC_FIELDS:
+        return [f"{where}: expected {API_VERSION} ResourceFlavor, ClusterQueue or LocalQueue"]
+    problems = []
+    if not DNS_SUBDOMAIN.match(_name(obj)) or len(_name(obj)) > 253:
+        problems.append(f"{where}: the name must be a DNS-1123 subdomain")
+    unknown = set(obj.get("spec", {})) - SPEC_FIELDS[kind]
+    if unknown:
+        problems.append(f"{where}: unknown spec fields {sorted(unknown)}")
+    if kind == "ClusterQueue":
+        problems += _cluster_queue(obj["spec"], where)
+    if kind == "LocalQueue" and not DNS_SUBDOMAIN.match(str(obj["spec"].get("clusterQueue", ""))):
+        problems.append(f"{where}: spec.clusterQueue must name a ClusterQueue")
+    return problems
+
+
+def _cluster_queue(spec: dict[str, Any], where: str) -> list[str]:
+    problems = []
+    if spec.get("queueingStrategy", "BestEffortFIFO") not in {"StrictFIFO", "BestEffortFIFO"}:
+        problems.append(f"{where}: queueingStrategy must be StrictFIFO or BestEffortFIFO")
+    groups = spec.get("resourceGroups", [])
+    if len(groups) > 16:
+        problems.append(f"{where}: at most 16 resourceGroups")
+    for group in groups:
+        covered = group.get("coveredResources", [])
+        if not 1 <= len(covered) <= 64 or len(set(covered)) != len(covered):
+            problems.append(f"{where}: coveredResources must list 1 to 64 distinct resources")
+        flavors = group.get("flavors", [])
+        if not 1 <= len(flavors) <= 64:
+            problems.append(f"{where}: a resource group needs 1 to 64 flavors")
+        for flavor in flavors:
+            names = [r.get("name") for r in flavor.get("resources", [])]
+            if names != covered:
+                name = flavor.get("name")
+                problems.append(f"{where}: flavor {name!r} lists {names}, not the covered {covered} in order")
+            for quota in flavor.get("resources", []):
+                if not QUANTITY.match(str(quota.get("nominalQuota", ""))):
+                    problems.append(f"{where}: nominalQuota of {quota.get('name')} is not a quantity >= 0")
+    return problems
+
+
+def check_manager_config(config: dict[str, Any]) -> list[str]:
+    """The Configuration the program hands Kueue's chart."""
+    problems = []
+    if (config.get("apiVersion"), config.get("kind")) != ("config.kueue.x-k8s.io/v1beta2", "Configuration"):
+        problems.append("the manager config must be a config.kueue.x-k8s.io/v1beta2 Configuration")
+    wait = config.get("waitForPodsReady")
+    if not isinstance(wait, dict) or set(wait) - WAIT_FOR_PODS_READY_FIELDS or "timeout" not in wait:
+        problems.append(f"waitForPodsReady must set a timeout and only {sorted(WAIT_FOR_PODS_READY_FIELDS)}")
+    frameworks = config.get("integrations", {}).get("frameworks", [])
+    if "statefulset" in frameworks and "pod" not in frameworks:
+        problems.append("the statefulset integration needs the pod integration")
+    return problems
