@@ -52,7 +52,7 @@ class Cluster(pulumi.ComponentResource):
         scope = Scope(lab, provider, self, namespace.metadata.name)
         declare_gpu_support(scope)
         storage = declare_storage(scope)
-        registry = declare_registry(scope, storage)
+        registry = declare_registry(scope)
         image = declare_image(scope, registry, context)
         dataset = declare_dataset(scope, storage, image)
         declare_network_policies(scope)

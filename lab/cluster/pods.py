@@ -115,6 +115,7 @@ def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> li
     args = [
         "train",
         "--data", DATA_DIR,
+        "--require-cifar10",  # never a synthetic set's manifest: whoever writes the share could write one
         "--runs", runs,
         "--run-name", run_name,
         "--model", t.model.value,

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.cluster.pods import claim_volume, container_security, mount, pod_security
+from lab.cluster.pods import container_security, mount, pod_security
 from lab.cluster.scope import Scope
-from lab.cluster.storage import REGISTRY, Storage
 from lab.cluster.versions import REGISTRY_IMAGE
 
 APP = "registry"
@@ -23,6 +22,8 @@ NAME = "registry"
 PORT = 5000
 STORAGE_DIR = "/var/lib/registry"
 REPOSITORY = "k8scifar/trainer"
+# The CUDA PyTorch image and its build cache: several GB each.
+IMAGES_SIZE = "40Gi"
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def in_cluster_host(scope: Scope) -> str:
     return f"{NAME}.{scope.lab.namespace}.svc.cluster.local:{PORT}"
 
 
-def declare_registry(scope: Scope, storage: Storage) -> Registry:
+def declare_registry(scope: Scope) -> Registry:
     probe = {"httpGet": {"path": "/v2/", "port": PORT}, "periodSeconds": 10}
     container = {
         "name": "registry",
@@ -67,7 +68,10 @@ def declare_registry(scope: Scope, storage: Storage) -> Registry:
                     # The export's directories belong to the trainer's uid and root is squashed.
                     "securityContext": pod_security(scope.lab),
                     "containers": [container],
-                    "volumes": [claim_volume("images", storage.claim_name(REGISTRY))],
+                    # Images live on the server's own disk, off the NFS export that every node's
+                    # root can write: see docs/security.md for why an emptyDir and what it costs.
+                    "nodeSelector": {"kubernetes.io/hostname": scope.lab.server.name},
+                    "volumes": [{"name": "images", "emptyDir": {"sizeLimit": IMAGES_SIZE}}],
                 },
             },
         },

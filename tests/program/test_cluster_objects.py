@@ -49,7 +49,7 @@ def test_training_command_line_follows_the_stack() -> None:
     container = _trainer(run)
     name = run.outputs["run"]
     assert container["args"] == [
-        "train", "--data", "/data", "--runs", "/runs", "--run-name", name,
+        "train", "--data", "/data", "--require-cifar10", "--runs", "/runs", "--run-name", name,
         "--model", "airbench", "--epochs", "4", "--batch-size", "512", "--lr", "0.2",
         "--seed", "0", "--backend", "gloo", "--compression", "bf16",
         "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "wait",
