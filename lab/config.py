@@ -223,7 +223,11 @@ class Trainer(_Model):
         default=False,
         description="Run ranks on the host network (faster collectives, node interfaces).",
     )
-    uid: int = Field(default=1000, ge=1, description="Non-root user the pods and the export use.")
+    uid: int = Field(
+        default=10001,
+        ge=1,
+        description="Non-root user the pods and the export use; not a login user of the hosts.",
+    )
     checkpoint_keep: int = Field(default=3, ge=1, le=100, description="Checkpoints kept per run.")
 
 

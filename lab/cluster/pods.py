@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.cluster import security
+from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.storage import DATASETS, RUNS, Storage
 from lab.config import LabConfig
 
@@ -30,17 +32,7 @@ SHM_SIZE = "2Gi"
 
 def pod_security(lab: LabConfig) -> dict[str, Any]:
     """Pod-level security: the export's owner, never root, the runtime's default seccomp filter."""
-    uid = lab.trainer.uid
-    return {
-        "runAsUser": uid,
-        "runAsGroup": uid,
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def container_security() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return security.pod_security(lab.trainer.uid)
 
 
 def claim_volume(name: str, claim: Any, read_only: bool = False) -> dict[str, Any]:
@@ -74,9 +66,9 @@ def gpu_pod_fields(lab: LabConfig) -> dict[str, Any]:
     return {"runtimeClassName": GPU_RUNTIME_CLASS, "nodeSelector": {GPU_NODE_LABEL: "true"}}
 
 
-def gpu_resources(lab: LabConfig) -> dict[str, Any]:
-    """One whole GPU per training process on GPU labs."""
-    return {"limits": {GPU_RESOURCE: 1}} if lab.has_gpus else {}
+def training_resources(lab: LabConfig) -> dict[str, Any]:
+    """A training process's CPU and memory, and one whole GPU on GPU labs."""
+    return SIZES["trainer"].resources(**({GPU_RESOURCE: 1} if lab.has_gpus else {}))
 
 
 def trainer_container(
@@ -91,6 +83,7 @@ def trainer_container(
         "args": args,
         "securityContext": container_security(),
         "volumeMounts": mounts,
+        "resources": SIZES["trainer"].resources(),
         **fields,
     }
 
@@ -99,14 +92,16 @@ def training_pod(
     lab: LabConfig, container: dict[str, Any], volumes: list[dict[str, Any]], **fields: Any
 ) -> dict[str, Any]:
     """The pod spec of a training process: its GPU on GPU labs, time for the emergency checkpoint."""
-    return {
-        **gpu_pod_fields(lab),
-        **fields,
-        "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
-        "securityContext": pod_security(lab),
-        "containers": [{**container, "resources": gpu_resources(lab)}],
-        "volumes": volumes,
-    }
+    return harden(
+        {
+            **gpu_pod_fields(lab),
+            **fields,
+            "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
+            "securityContext": pod_security(lab),
+            "containers": [{**container, "resources": training_resources(lab)}],
+            "volumes": volumes,
+        }
+    )
 
 
 def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> list[str]:

@@ -7,6 +7,7 @@ provider and dependencies, and every stack export is resolved, for the tests to 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import runpy
@@ -107,6 +108,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+def fake_digest(config_map_id: str) -> str:
+    """What the image build records (lab/cluster/digest_record.py) in `namespace/trainer-image-<tag>`:
+    a stand-in that differs with the tag, as a real digest does."""
+    return "sha256:" + hashlib.sha256(config_map_id.encode()).hexdigest()
+
+
 class LabMocks(pulumi.runtime.Mocks):
     """Echo inputs back as outputs, the way a provider with nothing to compute would."""
 
@@ -116,7 +123,9 @@ class LabMocks(pulumi.runtime.Mocks):
             state["metadata"] = {"name": args.name, **state["metadata"]}
         if args.typ == DYNAMIC_RESOURCE:  # the host bootstrap: what site.yml would have returned
             state.update(kubeconfig=FAKE_KUBECONFIG, token=FAKE_TOKEN, nodes={})
-        return f"{args.name}-id", state
+        if args.resource_id and args.typ == "kubernetes:core/v1:ConfigMap":  # the build's recorded digest
+            state.update(data={"digest": fake_digest(args.resource_id)})
+        return args.resource_id or f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}

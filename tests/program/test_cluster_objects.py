@@ -18,6 +18,7 @@ from tests.program.harness import (
     Registered,
     containers,
     env_of,
+    fake_digest,
     name_of,
     pod_spec,
     run_program,
@@ -97,15 +98,15 @@ def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
     new = _workload(recorded("example-cpu"), "build")  # 1.33: field
     annotation = "container.apparmor.security.beta.kubernetes.io/buildkit"
     assert old.inputs["spec"]["template"]["metadata"]["annotations"] == {annotation: "unconfined"}
-    assert "appArmorProfile" not in containers(old)[-1]["securityContext"]
+    assert "appArmorProfile" not in containers(old)[1]["securityContext"]
     assert "annotations" not in new.inputs["spec"]["template"]["metadata"]
-    assert containers(new)[-1]["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
+    assert containers(new)[1]["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
 
 
 def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() -> None:
     run = recorded("example-cpu")
     build = _workload(run, "build")
-    unpack, buildkit = containers(build)
+    unpack, buildkit, record = containers(build)
     context_map = objects_named(run, "ConfigMap")[f"trainer-context-{build_context().tag}"]
     archive = base64.b64decode(context_map.inputs["binaryData"]["context.tar.gz"])
     assert archive == build_context().archive
@@ -114,6 +115,12 @@ def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() ->
     args = " ".join(buildkit["args"])
     assert "--local dockerfile=/workspace/images/trainer --opt filename=Dockerfile" in args
     assert f"name=registry.k8scifar.svc.cluster.local:5000/k8scifar/trainer:{build_context().tag}" in args
+    assert "--metadata-file /result/metadata.json" in args
+    assert record["args"] == [
+        "k8scifar-build",
+        f"trainer-image-{build_context().tag}",
+        "/result/metadata.json",
+    ]
     assert build.create_timeout  # a multi-GB base image outlasts the default wait
 
 
@@ -148,7 +155,8 @@ def test_network_policy_opens_the_collective_ports_between_ranks_only() -> None:
 def test_exports_say_where_everything_is() -> None:
     run = recorded("example-kubeadm")
     name = run.outputs["run"]
-    assert run.outputs["image"] == f"10.30.0.21:31500/k8scifar/trainer:{build_context().tag}"
+    digest = fake_digest(f"cifar-build/trainer-image-{build_context().tag}")
+    assert run.outputs["image"] == f"10.30.0.21:31500/k8scifar/trainer@{digest}"
     assert run.outputs["results"] == f"10.30.0.21:/export/lab/runs/{name}"
     assert run.outputs["follow"] == "kubectl -n cifar logs -f trainer-0"
 

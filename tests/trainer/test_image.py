@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
+from lab.config import Trainer
 from tests.trainer.conftest import ROOT
 
 IMAGE = ROOT / "images" / "trainer"
+# The image's user is the lab's default `trainer.uid`, which owns the export's folders.
+UID = Trainer.model_fields["uid"].default
 
 
 def _pins(text: str) -> dict[str, str]:
@@ -20,8 +23,8 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
     base = re.search(r"^FROM (\S+)", dockerfile, flags=re.MULTILINE)
     if not base or not re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base.group(1)):
         problems.append("the base image must be pinned to an exact version tag")
-    if not re.search(r"^USER 1000(:1000)?$", dockerfile, flags=re.MULTILINE):
-        problems.append("the image must run as uid 1000")
+    if not re.search(rf"^USER {UID}(:{UID})?$", dockerfile, flags=re.MULTILINE):
+        problems.append(f"the image must run as uid {UID}")
     if 'ENTRYPOINT ["python", "-m", "trainer"]' not in dockerfile:
         problems.append("the entrypoint must be python -m trainer")
     if not re.search(r"^COPY trainer/ ", dockerfile, flags=re.MULTILINE):
