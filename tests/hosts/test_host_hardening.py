@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab.config import LabConfig, all_stacks, load_stack
 from lab.inventory import build_inventory
 from lab.playbook import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
+from tests.hosts.render import render
 
 STACKS = all_stacks()
 ROLES = ANSIBLE_DIR / "roles"
@@ -51,6 +53,7 @@ PLAY = """\
 - name: Render what the roles open and write on each node
   hosts: all
   gather_facts: false
+  vars_files: {defaults}
   environment:
     FAKE_LOG: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/ufw"
   tasks:
@@ -66,6 +69,19 @@ PLAY = """\
         tasks_from: firewall.yml
       vars:
         prereq_firewall_state: "{state}"
+
+    - name: Render the kernel settings
+      ansible.builtin.template:
+        src: {roles}/prereq/templates/sysctl.conf.j2
+        dest: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/sysctl.conf"
+        mode: "0600"
+
+    - name: Render the API server's Pod Security configuration
+      ansible.builtin.template:
+        src: {roles}/k3s/templates/pod-security.yaml.j2
+        dest: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/pod-security.yaml"
+        mode: "0600"
+      when: node_role == 'server' and lab_distribution == 'k3s'
 
     - name: Render the exports file
       ansible.builtin.include_role:
@@ -110,7 +126,10 @@ def render_host_files(stack: str, work: Path, state: str = "present") -> HostFil
     work.mkdir(parents=True)
     inventory = build_inventory(lab, work / "known_hosts")
     inventory["all"]["vars"].update(LOCAL)
-    play = PLAY.format(state=state, toolkit=json.dumps(TOOLKIT_CONFIG))
+    defaults = [str(ROLES / role / "defaults" / "main.yml") for role in ("prereq", "k3s")]
+    play = PLAY.format(
+        state=state, toolkit=json.dumps(TOOLKIT_CONFIG), defaults=json.dumps(defaults), roles=ROLES
+    )
     variables = {"lab_stack": stack, "lab_test_out": str(work / "out"), "ansible_become": False}
     # exportfs: the handler that re-exports after the exports file changes.
     done = run_play(work, play, inventory, variables, fakes={"ufw": FAKE_UFW, "exportfs": "exit 0"})
@@ -254,4 +273,85 @@ def test_gpu_nodes_ignore_visible_devices_set_by_unprivileged_pods(rendered: dic
     assert toolkit_problems(TOOLKIT_CONFIG) == [
         "accept-nvidia-visible-devices-as-volume-mounts is None, not True",
         "accept-nvidia-visible-devices-envvar-when-unprivileged is None, not False",
+    ]
+
+
+# k3s hardening.
+
+# kubernetes pkg/kubelet/cm/container_manager_linux.go setupKernelTunables (and pkg/util/sysctl):
+# with protect-kernel-defaults the kubelet refuses to start unless the kernel has these values.
+KUBELET_KERNEL_DEFAULTS = {
+    "vm.overcommit_memory": "1",
+    "vm.panic_on_oom": "0",
+    "kernel.panic": "10",
+    "kernel.panic_on_oops": "1",
+    "kernel.keys.root_maxkeys": "1000000",
+    "kernel.keys.root_maxbytes": "25000000",
+}
+PSA_LEVELS = {"privileged", "baseline", "restricted"}
+
+
+def sysctl_problems(text: str) -> list[str]:
+    pairs = [line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")]
+    values = {key.strip(): value.strip() for key, value in pairs}
+    return [
+        f"{key} is {values.get(key)!r}, the kubelet wants {value}"
+        for key, value in KUBELET_KERNEL_DEFAULTS.items()
+        if values.get(key) != value
+    ]
+
+
+def pod_security_problems(text: str) -> list[str]:
+    """An AdmissionConfiguration the API server would not take, or that leaves Pod Security off."""
+    config = yaml.safe_load(text)
+    if (config.get("apiVersion"), config.get("kind")) != (
+        "apiserver.config.k8s.io/v1",
+        "AdmissionConfiguration",
+    ):
+        return ["not an apiserver.config.k8s.io/v1 AdmissionConfiguration"]
+    plugin = next((p for p in config.get("plugins", []) if p.get("name") == "PodSecurity"), None)
+    if plugin is None:
+        return ["no PodSecurity plugin configuration"]
+    psa = plugin["configuration"]
+    if psa.get("apiVersion") != "pod-security.admission.config.k8s.io/v1":
+        return [f"PodSecurityConfiguration {psa.get('apiVersion')} is not the GA v1"]
+    defaults = psa.get("defaults", {})
+    problems = [
+        f"{mode}: {defaults.get(mode)!r} is no level"
+        for mode in ("enforce", "audit", "warn")
+        if defaults.get(mode) not in PSA_LEVELS
+    ]
+    if defaults.get("enforce") == "privileged":
+        problems.append("enforce: privileged leaves unlabelled namespaces unchecked")
+    return problems
+
+
+def test_k3s_nodes_get_the_kernel_settings_protect_kernel_defaults_needs(
+    rendered: dict[str, HostFiles],
+) -> None:
+    for files in rendered.values():
+        for node in files.lab.nodes:
+            problems = sysctl_problems(files.file(node.name, "sysctl.conf"))
+            # kubeadm's kubelet runs without protect-kernel-defaults: the host's values stay.
+            assert (problems == []) is (files.lab.distribution.value == "k3s"), (node.name, problems)
+    assert (
+        sysctl_problems("vm.overcommit_memory = 0\n")[0] == "vm.overcommit_memory is '0', the kubelet wants 1"
+    )
+
+
+def test_the_k3s_server_enforces_pod_security_by_default(rendered: dict[str, HostFiles]) -> None:
+    servers = [files for files in rendered.values() if files.lab.distribution.value == "k3s"]
+    for files in servers:
+        assert pod_security_problems(files.file(files.lab.server.name, "pod-security.yaml")) == []
+    off = "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins: []\n"
+    assert pod_security_problems(off) == ["no PodSecurity plugin configuration"]
+
+
+def test_the_k3s_configuration_turns_the_hardening_on(tmp_path: Path) -> None:
+    files = render("example-cpu", tmp_path / "render")
+    server, agent = (yaml.safe_load(files.file(n.name, "config.yaml")) for n in files.lab.nodes)
+    assert server["protect-kernel-defaults"] is True and agent["protect-kernel-defaults"] is True
+    assert server["secrets-encryption"] is True
+    assert server["kube-apiserver-arg"] == [
+        "admission-control-config-file=/etc/rancher/k3s/pod-security.yaml"
     ]
