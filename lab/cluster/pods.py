@@ -78,7 +78,7 @@ def trainer_container(
     return {
         "name": "trainer",
         "image": image,
-        # Tags are content hashes: a tag never names two images, so a cached copy is always right.
+        # By digest: the reference names one image, so a cached copy is always right.
         "imagePullPolicy": "IfNotPresent",
         "args": args,
         "securityContext": container_security(),

@@ -14,8 +14,14 @@ UID = Trainer.model_fields["uid"].default
 
 
 def _pins(text: str) -> dict[str, str]:
-    found = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", text, flags=re.MULTILINE)
+    found = re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)(?: \\)?$", text, flags=re.MULTILINE)
     return {re.sub(r"[-_.]+", "-", name).lower(): pin for name, pin in found}
+
+
+def _requirements(text: str) -> list[str]:
+    """Requirement entries, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [line for line in joined.splitlines() if line and not line.startswith("#")]
 
 
 def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
@@ -29,11 +35,14 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
         problems.append("the entrypoint must be python -m trainer")
     if not re.search(r"^COPY trainer/ ", dockerfile, flags=re.MULTILINE):
         problems.append("the trainer package must be copied from the context's trainer/")
+    if "pip install --require-hashes" not in dockerfile:
+        problems.append("pip must install with --require-hashes")
     image, locked = _pins(requirements), _pins(lock)
-    unpinned = [
-        line for line in requirements.splitlines() if line and not line.startswith("#") and "==" not in line
+    entries = _requirements(requirements)
+    problems += [f"{line!r} is not pinned with ==" for line in entries if "==" not in line]
+    problems += [
+        f"{line.split()[0]} has no --hash=sha256:" for line in entries if "--hash=sha256:" not in line
     ]
-    problems += [f"{line!r} is not pinned with ==" for line in unpinned]
     problems += [
         f"{n}=={v} differs from requirements.lock" for n, v in image.items() if n in locked and locked[n] != v
     ]
@@ -55,8 +64,9 @@ def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
 def test_the_image_check_catches_a_broken_dockerfile() -> None:
     broken = "FROM python:latest\nCOPY . /app\nENTRYPOINT python train.py\n"
     problems = image_problems(broken, "torch==2.0.0\nnumpy\n", "torch==2.14.1\n")
-    # base, user, entrypoint, copy, numpy unpinned, torch differs, torch and torchvision not the tested ones
-    assert len(problems) == 8, problems
+    # base, user, entrypoint, copy, hashes required, numpy unpinned, torch and numpy without a
+    # hash, torch differs, torch and torchvision not the tested ones
+    assert len(problems) == 11, problems
 
 
 def test_the_ignore_file_keeps_only_what_the_dockerfile_copies() -> None:
