@@ -4,7 +4,8 @@ Runs inside the build pod as `python -c <this file> NAMESPACE NAME METADATA_FILE
 has just built (standard library only), with the build's own service-account token, which may
 create ConfigMaps in the build namespace and read this one. `buildctl --metadata-file` writes the
 pushed manifest's digest under `containerimage.digest` (moby/buildkit docs/reference/buildctl.md).
-A ConfigMap already there (a retried pod) must hold the same digest.
+A ConfigMap already there (a retried pod, or a rebuild of the same tree after the registry lost
+its images) is replaced: the digest just pushed is the one the registry now serves.
 """
 
 from __future__ import annotations
@@ -55,12 +56,9 @@ def main(argv: list[str]) -> int:
     try:
         _call("POST", path, config_map(name, digest))
     except urllib.error.HTTPError as err:
-        if err.code != 409:
+        if err.code != 409:  # anything but "already exists"
             raise
-        recorded = _call("GET", f"{path}/{name}").get("data", {})
-        if recorded != {DIGEST_KEY: digest}:
-            print(f"{namespace}/{name} records {recorded}, but this build pushed {digest}", file=sys.stderr)
-            return 1
+        _call("PUT", f"{path}/{name}", config_map(name, digest))
     print(f"recorded {digest} in {namespace}/{name}")
     return 0
 

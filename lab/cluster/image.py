@@ -102,7 +102,7 @@ def _unconfined(scope: Scope, container: str) -> tuple[dict[str, object], dict[s
 
 
 def _account(scope: Scope, tag: str) -> k8s.rbac.v1.RoleBinding:
-    """The build's ServiceAccount, allowed to create ConfigMaps in its namespace and read its digest's.
+    """The build's ServiceAccount, allowed to create ConfigMaps in its namespace and replace its digest's.
 
     RBAC cannot narrow `create` to a name (kubernetes.io/docs/reference/access-authn-authz/rbac/,
     "Referring to resources"): the namespace holds nothing but the build's own objects.
@@ -121,7 +121,7 @@ def _account(scope: Scope, tag: str) -> k8s.rbac.v1.RoleBinding:
             {
                 "apiGroups": [""],
                 "resources": ["configmaps"],
-                "verbs": ["get"],
+                "verbs": ["update"],
                 "resourceNames": [digest_map_name(tag)],
             },
         ],
