@@ -157,7 +157,7 @@ def _record(scope: Scope, tag: str) -> dict[str, Any]:
         "command": ["python", "-c", Path(digest_record.__file__).read_text()],
         "args": [scope.namespace, digest_map_name(tag), METADATA_FILE],
         "securityContext": container_security(),
-        "resources": SIZES["helper"].resources(),
+        "resources": SIZES["step"].resources(),
         "volumeMounts": [
             mount("result", RESULT_DIR, read_only=True),
             mount("api", TOKEN_DIR, read_only=True),
@@ -183,7 +183,7 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
         "image": BUILDKIT_IMAGE,
         "command": ["tar", "-xzf", f"{CONTEXT_DIR}/{ARCHIVE_KEY}", "-C", WORKSPACE],
         "securityContext": {**container_security(), "runAsUser": BUILDKIT_UID, "runAsNonRoot": True},
-        "resources": SIZES["helper"].resources(),
+        "resources": SIZES["step"].resources(),
         "volumeMounts": [mount("context", CONTEXT_DIR, read_only=True), mount("workspace", WORKSPACE)],
     }
     buildkit = {

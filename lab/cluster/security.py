@@ -75,16 +75,16 @@ class Size:
 
 
 # The bootstrap reports each node's address, role and GPUs, not its memory or cores, and the
-# objects are planned before it runs: the sizes are these defaults, chosen for the smallest
-# machines the lab supports (2 cores, 8 GiB) and documented in docs/security.md. A rank's
-# memory limit keeps it from taking the k3s server beside it down; its /dev/shm (memory-backed,
-# up to 2 GiB) counts against that limit.
+# objects are planned before it runs: the sizes are these defaults, documented in
+# docs/security.md, for machines like the ones the lab is measured on (2 cores, 24 GiB) and
+# larger GPU boxes. A rank's memory limit (its memory-backed /dev/shm, up to 2 GiB, counts
+# against it) leaves the rest of such a node to the k3s server and the system beside it.
 SIZES = {
     "trainer": Size(cpu="500m", memory="2Gi", cpu_limit="4", memory_limit="12Gi"),
     "dataset": Size(cpu="100m", memory="256Mi", cpu_limit="1", memory_limit="2Gi"),
     "registry": Size(cpu="50m", memory="64Mi", cpu_limit="500m", memory_limit="512Mi"),
     "build": Size(cpu="500m", memory="1Gi", cpu_limit="2", memory_limit="8Gi"),
-    "helper": Size(cpu="50m", memory="64Mi", cpu_limit="500m", memory_limit="256Mi"),
+    "step": Size(cpu="50m", memory="64Mi", cpu_limit="500m", memory_limit="256Mi"),
     "device-plugin": Size(cpu="50m", memory="64Mi", cpu_limit="200m", memory_limit="256Mi"),
 }
 
