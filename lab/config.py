@@ -358,7 +358,10 @@ class Trainer(_Model):
     )
     # uid 0 is root; above 2**31 - 1, tools that keep uids as signed 32-bit numbers misread it.
     uid: int = Field(
-        default=1000, ge=1, le=2**31 - 1, description="Non-root user the pods and the export use."
+        default=10001,
+        ge=1,
+        le=2**31 - 1,
+        description="Non-root user the pods and the export use; not a login user of the hosts.",
     )
     checkpoint_keep: int = Field(
         default=3, **RULES["checkpoint_keep"].bounds(), description="Checkpoints kept per run."

@@ -62,6 +62,7 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_nfs_purge_on_destroy": lab.nfs.purge_on_destroy,
         "lab_trainer_uid": lab.trainer.uid,
         "lab_trainer_port": lab.trainer.port,
+        "lab_trainer_host_network": lab.trainer.host_network,
         "lab_airgap": airgap,
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
         **apparmor.role_vars(),

@@ -9,6 +9,7 @@ bootstrap, a dynamic resource, answers with placeholders instead of running Ansi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import runpy
@@ -85,6 +86,9 @@ class ProgramRun:
     resources: list[Registered] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
+    # Stand-in image digests the program read back from the build's ConfigMaps, each with the
+    # ConfigMap's id (`namespace/trainer-image-<tag>`): no build ran, so no real digest exists.
+    stand_in_digests: dict[str, str] = field(default_factory=dict)
 
     def kubernetes_objects(self) -> list[Registered]:
         return [r for r in self.resources if r.is_kubernetes]
@@ -137,8 +141,17 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+def fake_digest(config_map_id: str) -> str:
+    """What the image build records (lab/cluster/digest_record.py) in `namespace/trainer-image-<tag>`:
+    a stand-in that differs with the tag, as a real digest does."""
+    return "sha256:" + hashlib.sha256(config_map_id.encode()).hexdigest()
+
+
 class LabMocks(pulumi.runtime.Mocks):
     """Echo inputs back as outputs, the way a provider with nothing to compute would."""
+
+    def __init__(self, run: ProgramRun) -> None:
+        self.run = run
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
@@ -146,7 +159,11 @@ class LabMocks(pulumi.runtime.Mocks):
             state["metadata"] = {"name": args.name, **state["metadata"]}
         if args.typ == DYNAMIC_RESOURCE:  # the host bootstrap: what site.yml would have returned
             state.update(kubeconfig=FAKE_KUBECONFIG, token=FAKE_TOKEN, nodes={})
-        return f"{args.name}-id", state
+        if args.resource_id and args.typ == "kubernetes:core/v1:ConfigMap":  # the build's recorded digest
+            digest = fake_digest(args.resource_id)
+            self.run.stand_in_digests[digest] = args.resource_id
+            state.update(data={"digest": digest})
+        return args.resource_id or f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}
@@ -198,7 +215,7 @@ def run_program(
     if values is None:
         values = read_stack_values(stack_file(stack))
     run = ProgramRun(stack)
-    mocks = LabMocks()
+    mocks = LabMocks(run)
     pulumi.runtime.set_mocks(
         mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
     )

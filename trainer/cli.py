@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train one run (under torchrun, in a pod, or alone)")
     train.add_argument("--data", type=Path, required=True, help="folder holding cifar-10-batches-py/")
+    train.add_argument(
+        "--require-cifar10",
+        action="store_true",
+        help="accept only CIFAR-10's published files, never a synthetic set's own manifest",
+    )
     train.add_argument("--runs", type=Path, required=True, help="folder of run folders")
     train.add_argument("--run-name", required=True, help="this run's folder under --runs")
     train.add_argument("--model", choices=MODELS, default="airbench")
@@ -148,7 +153,8 @@ def _train(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    splits = (data.load(args.data, train=True), data.load(args.data, train=False))
+    published = args.require_cifar10
+    splits = (data.load(args.data, True, published), data.load(args.data, False, published))
     config = resolve(options, len(splits[0].labels), len(splits[1].labels))
     where = train.Placement(
         run_dir=run_dir,

@@ -1,10 +1,21 @@
-"""CIFAR-10 on disk: read and check the python pickle batches, download them, or write synthetic ones."""
+"""CIFAR-10 on disk: read and check the python pickle batches, download them, or write synthetic ones.
+
+The batches are pickles, and a pickle can run code when it is loaded. Whoever can write the
+dataset volume could otherwise run code in every rank, so a batch is read only after its bytes
+match a recorded checksum (CIFAR-10's published MD5s, or the manifest the synthetic generator
+writes), and then through an unpickler that can build only what CIFAR-10's files hold: dicts,
+lists, strings, numbers and numpy uint8 arrays.
+"""
 
 from __future__ import annotations
 
+import codecs
+import hashlib
+import io
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +27,8 @@ TEST_FILE = "test_batch"
 META_FILE = "batches.meta"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 ROW = 3 * 32 * 32
+# Written by `data synthetic` next to its batches: "<sha256>  <file name>" per line (sha256sum's format).
+MANIFEST = "SYNTHETIC.sha256"
 
 
 class DataError(TrainerError):
@@ -28,29 +41,95 @@ class Split:
     labels: np.ndarray  # int64, (N,)
 
 
-def load(root: Path, train: bool) -> Split:
-    """The training or test split under `root/cifar-10-batches-py`, checked row by row."""
+def published_md5s() -> dict[str, str]:
+    """CIFAR-10's batch files and their published MD5 sums, as torchvision records them."""
+    from torchvision.datasets import CIFAR10
+
+    return {name: md5 for name, md5 in CIFAR10.train_list + CIFAR10.test_list}
+
+
+def load(root: Path, train: bool, require_published: bool = False) -> Split:
+    """The training or test split under `root/cifar-10-batches-py`, checksum-verified, checked row by row.
+
+    `require_published`: accept only CIFAR-10's own files, never a synthetic set's manifest
+    (whoever can write the folder can write a manifest too).
+    """
     folder = root / FOLDER
     if not folder.is_dir():
         raise DataError(
             f"no CIFAR-10 dataset at {folder}; fetch it with `python -m trainer data download --dir {root}`"
             f" (or write a synthetic one with `python -m trainer data synthetic --dir {root}`)"
         )
-    parts = [_read_batch(folder / name) for name in (TRAIN_FILES if train else (TEST_FILE,))]
+    sums = _expected_sums(folder, require_published)
+    parts = [_read_batch(folder / name, sums) for name in (TRAIN_FILES if train else (TEST_FILE,))]
     return Split(
         images=np.concatenate([p.images for p in parts]),
         labels=np.concatenate([p.labels for p in parts]),
     )
 
 
-def _read_batch(path: Path) -> Split:
+def _expected_sums(folder: Path, require_published: bool) -> dict[str, tuple[str, str]]:
+    """File name to (hash algorithm, hex digest) the batches must match."""
+    manifest = folder / MANIFEST
+    if require_published or not manifest.is_file():
+        return {name: ("md5", md5) for name, md5 in published_md5s().items()}
+    sums = {}
+    for line in manifest.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        sums[name] = ("sha256", digest)
+    return sums
+
+
+def _file_digest(path: Path, algorithm: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, algorithm).hexdigest()
+
+
+def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
+    # Protocol-2 pickles written by Python 3 store bytes as `_codecs.encode(text, "latin1")`.
+    if encoding != "latin1":
+        raise pickle.UnpicklingError(f"refusing to decode bytes as {encoding!r}")
+    return codecs.encode(text, "latin1")
+
+
+# The only globals CIFAR-10's batches name: numpy's array reconstruction (numpy.core in the
+# Python 2 originals, numpy._core in files numpy 2 writes) and, in protocol-2 files written by
+# Python 3, the bytes decoder. Anything else (os.system, builtins.eval, ...) is refused.
+_ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy.core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): _latin1_encode,
+}
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _ALLOWED_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"a CIFAR-10 batch never refers to {module}.{name}") from None
+
+
+def _unpickle(raw: bytes) -> Any:
+    # latin1 turns Python 2's str (keys, labels' names) into str and leaves numpy's raw bytes intact.
+    return _BatchUnpickler(io.BytesIO(raw), encoding="latin1").load()
+
+
+def _read_batch(path: Path, sums: dict[str, tuple[str, str]]) -> Split:
     root = path.parent.parent
     fix = f"delete it and fetch the dataset again (`python -m trainer data download --dir {root}`)"
     if not path.is_file():
         raise DataError(f"{path} is missing; {fix}")
+    algorithm, expected = sums.get(path.name, ("sha256", ""))
+    if _file_digest(path, algorithm) != expected:
+        raise DataError(
+            f"{path} does not match its recorded {algorithm} checksum (tampered or corrupt),"
+            f" so it is not unpickled; {fix}"
+        )
     try:
-        with open(path, "rb") as handle:
-            batch = pickle.load(handle, encoding="latin1")
+        batch = _unpickle(path.read_bytes())
         data = np.asarray(batch["data"])
         labels = np.asarray(batch["labels"])
     except Exception as err:  # a truncated pickle raises any of several types
@@ -84,7 +163,15 @@ def write_synthetic(root: Path, train: int, test: int, seed: int) -> Path:
     _write_batch(folder / TEST_FILE, "testing batch 1 of 1", _images(rng, patterns, test))
     meta = {"num_cases_per_batch": len(chunks[0]), "label_names": list(CLASSES), "num_vis": ROW}
     _pickle(folder / META_FILE, meta)
+    record_manifest(folder)
     return folder
+
+
+def record_manifest(folder: Path) -> None:
+    """Record the batches' sha256 sums in `folder`'s manifest, which `load` then holds them to."""
+    names = [name for name in (*TRAIN_FILES, TEST_FILE) if (folder / name).is_file()]
+    lines = [f"{_file_digest(folder / name, 'sha256')}  {name}" for name in names]
+    (folder / MANIFEST).write_text("\n".join(lines) + "\n")
 
 
 def _images(rng: np.random.Generator, patterns: np.ndarray, count: int) -> Split:
@@ -112,14 +199,11 @@ def _pickle(path: Path, content: dict) -> None:
 
 def verify(root: Path) -> list[str]:
     """Files under `root` that are missing or fail torchvision's MD5 sums (empty: all verified)."""
-    from torchvision.datasets import CIFAR10
-    from torchvision.datasets.utils import check_integrity
-
     folder = root / FOLDER
     return [
         name
-        for name, md5 in CIFAR10.train_list + CIFAR10.test_list
-        if not check_integrity(str(folder / name), md5)
+        for name, md5 in published_md5s().items()
+        if not (folder / name).is_file() or _file_digest(folder / name, "md5") != md5
     ]
 
 

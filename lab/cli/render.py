@@ -69,13 +69,22 @@ def manifests(program: ProgramRun) -> list[dict[str, Any]]:
     return sorted(objects, key=lambda o: ORDER.index(o["kind"]) if o["kind"] in ORDER else len(ORDER))
 
 
-def write(objects: list[dict[str, Any]], folder: Path) -> list[Path]:
+def by_tag(text: str, program: ProgramRun) -> str:
+    """`text` with the trainer image named by its tag instead of a digest: `pulumi up` reads the
+    digest the build Job records, but without the engine no build has run, so none exists yet."""
+    for digest, config_map in program.stand_in_digests.items():
+        tag = config_map.rsplit("-", 1)[-1]
+        text = text.replace(f"@{digest}", f":{tag}")
+    return text
+
+
+def write(objects: list[dict[str, Any]], folder: Path, program: ProgramRun) -> list[Path]:
     """One file per object, numbered in apply order, e.g. `00-namespace-k8scifar.yaml`."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for index, obj in enumerate(objects):
         path = folder / f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        path.write_text(by_tag(yaml.safe_dump(obj, sort_keys=False), program))
         written.append(path)
     return written
 
@@ -93,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     with console.status(f"running the program for stack {args.stack} (no engine, nothing deployed)"):
         program = run_program(args.stack, values)
         objects = manifests(program)
-    written = write(objects, args.dir)
+    written = write(objects, args.dir, program)
     for release in program.helm_releases():
         # A Helm release is a chart to install, not an object to apply; its CRDs come first.
         inputs = release.inputs

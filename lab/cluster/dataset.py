@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import DATA_DIR, claim_volume, mount, pod_security, trainer_container
 from lab.cluster.scope import Scope
+from lab.cluster.security import SIZES, harden
 from lab.cluster.storage import DATASETS, Storage
 
 APP = "trainer"
@@ -21,7 +22,10 @@ DOWNLOAD_TIMEOUT = "30m"
 
 def declare_dataset(scope: Scope, storage: Storage, image: TrainerImage) -> k8s.batch.v1.Job:
     container = trainer_container(
-        image.reference, ["data", "download", "--dir", DATA_DIR], [mount("data", DATA_DIR)]
+        image.reference,
+        ["data", "download", "--dir", DATA_DIR],
+        [mount("data", DATA_DIR)],
+        resources=SIZES["dataset"].resources(),
     )
     return k8s.batch.v1.Job(
         "dataset",
@@ -30,12 +34,14 @@ def declare_dataset(scope: Scope, storage: Storage, image: TrainerImage) -> k8s.
             "backoffLimit": 3,
             "template": {
                 "metadata": {"labels": scope.labels(APP, COMPONENT)},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": pod_security(scope.lab),
-                    "containers": [container],
-                    "volumes": [claim_volume("data", storage.claim_name(DATASETS))],
-                },
+                "spec": harden(
+                    {
+                        "restartPolicy": "Never",
+                        "securityContext": pod_security(scope.lab),
+                        "containers": [container],
+                        "volumes": [claim_volume("data", storage.claim_name(DATASETS))],
+                    }
+                ),
             },
         },
         opts=scope.opts(

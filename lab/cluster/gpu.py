@@ -9,6 +9,13 @@ per node, so the label follows the stack file: k3s's `node-label` and the kubele
 `--node-labels` apply only when a node registers (docs.k3s.io/cli/agent, "Node Labels and Taints
 for Agents"), so a node given GPUs later would never be labelled there. A node whose `gpus` drops
 to 0 loses its patch, and with it the label (the patch's field manager owned it).
+
+The plugin runs alone in its own namespace at Pod Security `privileged` (its hostPath to the
+kubelet's socket directory is more than `baseline` admits), with no API token and no network.
+It hands GPUs to containers as volume mounts, not as an `NVIDIA_VISIBLE_DEVICES` variable, and the
+toolkit on the nodes (the nvidia role) ignores that variable in unprivileged containers: a pod can
+no longer get every GPU by setting `NVIDIA_VISIBLE_DEVICES=all` (NVIDIA/k8s-device-plugin README,
+"deviceListStrategy"; NVIDIA, "Preventing unprivileged access to GPUs in Kubernetes").
 """
 
 from __future__ import annotations
@@ -16,19 +23,19 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.cluster.pods import GPU_NODE_LABEL, GPU_RESOURCE, GPU_RUNTIME_CLASS, container_security
+from lab.cluster.pods import GPU_NODE_LABEL, GPU_RESOURCE, GPU_RUNTIME_CLASS
 from lab.cluster.scope import Scope
+from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.versions import DEVICE_PLUGIN_IMAGE
 
 APP = "nvidia-device-plugin"
 COMPONENT = "gpu"
 KUBELET_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+DEVICE_LIST_STRATEGY = "volume-mounts"
 
 
 def declare_gpu_support(scope: Scope) -> list[pulumi.Resource]:
-    """The GPU objects of a GPU lab; none at all on a CPU lab."""
-    if not scope.lab.has_gpus:
-        return []
+    """The GPU objects of a GPU lab, the device plugin in `scope`'s namespace (the GPU namespace)."""
     labels = gpu_node_labels(scope)
     runtime_class = k8s.node.v1.RuntimeClass(
         "nvidia",
@@ -54,26 +61,32 @@ def gpu_node_labels(scope: Scope) -> list[k8s.core.v1.NodePatch]:
 def _device_plugin(
     scope: Scope, runtime_class: k8s.node.v1.RuntimeClass, *labels: k8s.core.v1.NodePatch
 ) -> k8s.apps.v1.DaemonSet:
-    pod = {
-        "runtimeClassName": GPU_RUNTIME_CLASS,
-        "nodeSelector": {GPU_NODE_LABEL: "true"},
-        # GPU nodes are often tainted so that only GPU work lands there; the plugin must still run.
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-        # Without the plugin no GPU is allocatable: it is the last pod a node should evict.
-        "priorityClassName": "system-node-critical",
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [
-            {
-                "name": "device-plugin",
-                "image": DEVICE_PLUGIN_IMAGE,
-                # A GPU node whose driver is broken keeps its plugin running and reports no GPUs.
-                "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-                "securityContext": container_security(),
-                "volumeMounts": [{"name": "device-plugins", "mountPath": KUBELET_PLUGIN_DIR}],
-            }
-        ],
-        "volumes": [{"name": "device-plugins", "hostPath": {"path": KUBELET_PLUGIN_DIR}}],
-    }
+    pod = harden(
+        {
+            "runtimeClassName": GPU_RUNTIME_CLASS,
+            "nodeSelector": {GPU_NODE_LABEL: "true"},
+            # GPU nodes are often tainted so that only GPU work lands there; the plugin must still run.
+            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            # Without the plugin no GPU is allocatable: it is the last pod a node should evict.
+            "priorityClassName": "system-node-critical",
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "device-plugin",
+                    "image": DEVICE_PLUGIN_IMAGE,
+                    "env": [
+                        # A GPU node whose driver is broken keeps its plugin running and reports no GPUs.
+                        {"name": "FAIL_ON_INIT_ERROR", "value": "false"},
+                        {"name": "DEVICE_LIST_STRATEGY", "value": DEVICE_LIST_STRATEGY},
+                    ],
+                    "securityContext": container_security(),
+                    "resources": SIZES["device-plugin"].resources(),
+                    "volumeMounts": [{"name": "device-plugins", "mountPath": KUBELET_PLUGIN_DIR}],
+                }
+            ],
+            "volumes": [{"name": "device-plugins", "hostPath": {"path": KUBELET_PLUGIN_DIR}}],
+        }
+    )
     return k8s.apps.v1.DaemonSet(
         "nvidia-device-plugin",
         metadata=scope.metadata(APP, APP, COMPONENT),

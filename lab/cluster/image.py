@@ -5,6 +5,13 @@ The build context (`lab.build_context`) travels in a ConfigMap; an init containe
 The ConfigMap and the Job are named after the context's content hash, which is also the image
 tag: an unchanged tree declares the same objects (nothing is built again), a changed one
 declares new ones, and the new tag rolls the workloads that run the image.
+
+Workloads run the image by digest, not by tag. The digest exists only once BuildKit has pushed,
+long after the program is planned, so the build pod records it: its last container (the image
+just built, which the node pulls through the read-only registry) writes the digest BuildKit
+reports into the ConfigMap `trainer-image-<tag>` (lab/cluster/digest_record.py), and the program
+reads that ConfigMap once the Job has completed. The build runs in a namespace of its own
+(lab.cluster.namespace); only the recording container gets an API token.
 """
 
 from __future__ import annotations
@@ -12,15 +19,19 @@ from __future__ import annotations
 import base64
 import posixpath
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.apparmor import BUILD_PROFILE
 from lab.build_context import DOCKERFILE, BuildContext
-from lab.cluster.pods import container_security, mount
-from lab.cluster.registry import REPOSITORY, Registry, image_reference
+from lab.cluster import digest_record
+from lab.cluster.pods import mount, pod_security
+from lab.cluster.registry import REPOSITORY, Registry, image_by_digest, image_reference
 from lab.cluster.scope import Scope, kubernetes_minor
+from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.versions import BUILDKIT_IMAGE
 
 APP = "trainer"
@@ -32,17 +43,26 @@ WORKSPACE = "/workspace"
 BUILDKIT_UID = 1000
 BUILDKIT_STATE = "/home/user/.local/share/buildkit"
 BUILD_TIMEOUT = "60m"  # the CUDA PyTorch base image is several GB
+RESULT_DIR = "/result"
+METADATA_FILE = f"{RESULT_DIR}/metadata.json"
+ACCOUNT = "trainer-build"
+TOKEN_DIR = str(digest_record.ACCOUNT)
+TOKEN_SECONDS = 3600
 
 
 @dataclass(frozen=True)
 class TrainerImage:
-    reference: str  # what the nodes pull: <registry endpoint>/k8scifar/trainer:<tag>
+    reference: pulumi.Output[str]  # what the nodes pull: <registry endpoint>/k8scifar/trainer@sha256:...
     tag: str
     job: k8s.batch.v1.Job
 
 
 def build_job_name(tag: str) -> str:
     return f"trainer-build-{tag}"
+
+
+def digest_map_name(tag: str) -> str:
+    return f"trainer-image-{tag}"
 
 
 def _buildctl_args(push_ref: str, cache_ref: str) -> list[str]:
@@ -58,6 +78,7 @@ def _buildctl_args(push_ref: str, cache_ref: str) -> list[str]:
         # Layers above the base image come from the previous build when its inputs are unchanged.
         "--import-cache", f"type=registry,ref={cache_ref},{registry_opts}",
         "--export-cache", f"type=registry,ref={cache_ref},mode=max,{registry_opts}",
+        "--metadata-file", METADATA_FILE,
     ]  # fmt: skip
 
 
@@ -85,7 +106,72 @@ def _build_security(scope: Scope, container: str) -> tuple[dict[str, object], di
     }, security
 
 
+def _account(scope: Scope, tag: str) -> k8s.rbac.v1.RoleBinding:
+    """The build's ServiceAccount, allowed to create ConfigMaps in its namespace and replace its digest's.
+
+    RBAC cannot narrow `create` to a name (kubernetes.io/docs/reference/access-authn-authz/rbac/,
+    "Referring to resources"): the namespace holds nothing but the build's own objects.
+    """
+    account = k8s.core.v1.ServiceAccount(
+        "trainer-build-account",
+        metadata=scope.metadata(ACCOUNT, APP, COMPONENT),
+        automount_service_account_token=False,
+        opts=scope.opts(),
+    )
+    role = k8s.rbac.v1.Role(
+        "trainer-build-role",
+        metadata=scope.metadata(ACCOUNT, APP, COMPONENT),
+        rules=[
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["update"],
+                "resourceNames": [digest_map_name(tag)],
+            },
+        ],
+        opts=scope.opts(),
+    )
+    return k8s.rbac.v1.RoleBinding(
+        "trainer-build-binding",
+        metadata=scope.metadata(ACCOUNT, APP, COMPONENT),
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+        subjects=[{"kind": "ServiceAccount", "name": account.metadata.name, "namespace": scope.namespace}],
+        opts=scope.opts(),
+    )
+
+
+def _token_volume() -> dict[str, Any]:
+    """The API token and CA, mounted into the recording container alone."""
+    return {
+        "name": "api",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            ]
+        },
+    }
+
+
+def _record(scope: Scope, tag: str) -> dict[str, Any]:
+    return {
+        "name": "record-digest",
+        # Pulled by tag through the read-only registry, once the build has pushed it.
+        "image": image_reference(scope.lab.registry_endpoint, tag),
+        "command": ["python", "-c", Path(digest_record.__file__).read_text()],
+        "args": [scope.namespace, digest_map_name(tag), METADATA_FILE],
+        "securityContext": container_security(),
+        "resources": SIZES["step"].resources(),
+        "volumeMounts": [
+            mount("result", RESULT_DIR, read_only=True),
+            mount("api", TOKEN_DIR, read_only=True),
+        ],
+    }
+
+
 def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> TrainerImage:
+    """The build Job in `scope`'s namespace (the build namespace) and the image it pushed, by digest."""
     tag = context.tag
     context_map = k8s.core.v1.ConfigMap(
         "trainer-context",
@@ -94,6 +180,7 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
         immutable=True,
         opts=scope.opts(),
     )
+    binding = _account(scope, tag)
     pod_metadata, build_security = _build_security(scope, "buildkit")
     unpack = {
         "name": "unpack",
@@ -101,6 +188,7 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
         "image": BUILDKIT_IMAGE,
         "command": ["tar", "-xzf", f"{CONTEXT_DIR}/{ARCHIVE_KEY}", "-C", WORKSPACE],
         "securityContext": {**container_security(), "runAsUser": BUILDKIT_UID, "runAsNonRoot": True},
+        "resources": SIZES["step"].resources(),
         "volumeMounts": [mount("context", CONTEXT_DIR, read_only=True), mount("workspace", WORKSPACE)],
     }
     buildkit = {
@@ -113,7 +201,12 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
         # No process sandbox: the pod itself is the sandbox, and a nested PID namespace needs privileges.
         "env": [{"name": "BUILDKITD_FLAGS", "value": "--oci-worker-no-process-sandbox"}],
         "securityContext": build_security,
-        "volumeMounts": [mount("workspace", WORKSPACE, read_only=True), mount("state", BUILDKIT_STATE)],
+        "resources": SIZES["build"].resources(),
+        "volumeMounts": [
+            mount("workspace", WORKSPACE, read_only=True),
+            mount("state", BUILDKIT_STATE),
+            mount("result", RESULT_DIR),
+        ],
     }
     job = k8s.batch.v1.Job(
         "trainer-build",
@@ -122,22 +215,38 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
             "backoffLimit": 2,
             "template": {
                 "metadata": {"labels": scope.labels(APP, COMPONENT), **pod_metadata},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": {"fsGroup": BUILDKIT_UID},
-                    "initContainers": [unpack],
-                    "containers": [buildkit],
-                    "volumes": [
-                        {"name": "context", "configMap": {"name": context_map.metadata.name}},
-                        {"name": "workspace", "emptyDir": {}},
-                        {"name": "state", "emptyDir": {}},
-                    ],
-                },
+                "spec": harden(
+                    {
+                        "restartPolicy": "Never",
+                        "serviceAccountName": ACCOUNT,
+                        "securityContext": {**pod_security(scope.lab), "fsGroup": BUILDKIT_UID},
+                        # Build and push first, then record what was pushed.
+                        "initContainers": [unpack, buildkit],
+                        "containers": [_record(scope, tag)],
+                        "volumes": [
+                            {"name": "context", "configMap": {"name": context_map.metadata.name}},
+                            {"name": "workspace", "emptyDir": {}},
+                            {"name": "state", "emptyDir": {}},
+                            {"name": "result", "emptyDir": {}},
+                            _token_volume(),
+                        ],
+                    }
+                ),
             },
         },
         opts=scope.opts(
             *registry.resources,
+            binding,
             custom_timeouts=pulumi.CustomTimeouts(create=BUILD_TIMEOUT, update=BUILD_TIMEOUT),
         ),
     )
-    return TrainerImage(image_reference(scope.lab.registry_endpoint, tag), tag, job)
+    # Read once the Job has completed: its id only resolves then.
+    recorded = k8s.core.v1.ConfigMap.get(
+        "trainer-image",
+        pulumi.Output.all(scope.namespace, job.metadata).apply(lambda v: f"{v[0]}/{digest_map_name(tag)}"),
+        opts=scope.opts(job),
+    )
+    reference = recorded.data.apply(
+        lambda data: image_by_digest(scope.lab.registry_endpoint, data[digest_record.DIGEST_KEY])
+    )
+    return TrainerImage(reference, tag, job)

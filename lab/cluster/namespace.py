@@ -1,19 +1,58 @@
-"""The namespace that holds every lab object, so that one name finds (and removes) them all."""
+"""The lab's namespaces: one holds its objects, one each holds the pods that cannot be `restricted`.
+
+One name finds (and on destroy removes) every lab object. The image build and the NVIDIA device
+plugin need more than the Pod Security Standards' `restricted` or even `baseline` admits, so each
+runs alone in a namespace of its own that enforces `privileged` (lab.cluster.security says why),
+and the lab's namespace stays `restricted`.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.labels import labels
+from lab.cluster.scope import kubernetes_minor
+from lab.cluster.security import PRIVILEGED, namespace_level, pod_security_labels
 from lab.config import LabConfig
 
+APP = "k8scifar"
+COMPONENT = "namespace"
 
-def declare_namespace(
-    lab: LabConfig, provider: k8s.Provider, parent: pulumi.Resource
+
+@dataclass(frozen=True)
+class Namespaces:
+    lab: k8s.core.v1.Namespace
+    build: k8s.core.v1.Namespace
+    gpu: k8s.core.v1.Namespace | None  # GPU labs only
+
+
+def build_namespace(lab: LabConfig) -> str:
+    return f"{lab.namespace}-build"
+
+
+def gpu_namespace(lab: LabConfig) -> str:
+    return f"{lab.namespace}-gpu"
+
+
+def _namespace(
+    resource: str, lab: LabConfig, name: str, level: str, provider: k8s.Provider, parent: pulumi.Resource
 ) -> k8s.core.v1.Namespace:
+    pod_security = pod_security_labels(level, kubernetes_minor(lab))
     return k8s.core.v1.Namespace(
-        "namespace",
-        metadata={"name": lab.namespace, "labels": labels(lab.namespace, "k8scifar", "namespace")},
+        resource,
+        # The lab's labels name the lab's namespace as their instance, whichever namespace this is.
+        metadata={"name": name, "labels": {**labels(lab.namespace, APP, COMPONENT), **pod_security}},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider),
     )
+
+
+def declare_namespaces(lab: LabConfig, provider: k8s.Provider, parent: pulumi.Resource) -> Namespaces:
+    main = _namespace("namespace", lab, lab.namespace, namespace_level(lab), provider, parent)
+    build = _namespace("build-namespace", lab, build_namespace(lab), PRIVILEGED, provider, parent)
+    gpu = None
+    if lab.has_gpus:
+        gpu = _namespace("gpu-namespace", lab, gpu_namespace(lab), PRIVILEGED, provider, parent)
+    return Namespaces(main, build, gpu)

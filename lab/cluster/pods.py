@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.cluster import security
+from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.storage import DATASETS, RUNS, Storage
 from lab.config import LabConfig
 
@@ -29,17 +31,7 @@ SHM_SIZE = "2Gi"
 
 def pod_security(lab: LabConfig) -> dict[str, Any]:
     """Pod-level security: the export's owner, never root, the runtime's default seccomp filter."""
-    uid = lab.trainer.uid
-    return {
-        "runAsUser": uid,
-        "runAsGroup": uid,
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def container_security() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return security.pod_security(lab.trainer.uid)
 
 
 def claim_volume(name: str, claim: Any, read_only: bool = False) -> dict[str, Any]:
@@ -73,9 +65,9 @@ def gpu_pod_fields(lab: LabConfig) -> dict[str, Any]:
     return {"runtimeClassName": GPU_RUNTIME_CLASS, "nodeSelector": {GPU_NODE_LABEL: "true"}}
 
 
-def gpu_resources(lab: LabConfig) -> dict[str, Any]:
-    """One whole GPU per training process on GPU labs."""
-    return {"limits": {GPU_RESOURCE: 1}} if lab.has_gpus else {}
+def training_resources(lab: LabConfig) -> dict[str, Any]:
+    """A training process's CPU and memory, and one whole GPU on GPU labs."""
+    return SIZES["trainer"].resources(**({GPU_RESOURCE: 1} if lab.has_gpus else {}))
 
 
 def trainer_container(
@@ -85,11 +77,12 @@ def trainer_container(
     return {
         "name": "trainer",
         "image": image,
-        # Tags are content hashes: a tag never names two images, so a cached copy is always right.
+        # By digest: the reference names one image, so a cached copy is always right.
         "imagePullPolicy": "IfNotPresent",
         "args": args,
         "securityContext": container_security(),
         "volumeMounts": mounts,
+        "resources": SIZES["trainer"].resources(),
         **fields,
     }
 
@@ -98,14 +91,16 @@ def training_pod(
     lab: LabConfig, container: dict[str, Any], volumes: list[dict[str, Any]], **fields: Any
 ) -> dict[str, Any]:
     """The pod spec of a training process: its GPU on GPU labs, time for the emergency checkpoint."""
-    return {
-        **gpu_pod_fields(lab),
-        **fields,
-        "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
-        "securityContext": pod_security(lab),
-        "containers": [{**container, "resources": gpu_resources(lab)}],
-        "volumes": volumes,
-    }
+    return harden(
+        {
+            **gpu_pod_fields(lab),
+            **fields,
+            "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
+            "securityContext": pod_security(lab),
+            "containers": [{**container, "resources": training_resources(lab)}],
+            "volumes": volumes,
+        }
+    )
 
 
 def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> list[str]:
@@ -114,6 +109,7 @@ def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> li
     args = [
         "train",
         "--data", DATA_DIR,
+        "--require-cifar10",  # never a synthetic set's manifest: whoever writes the share could write one
         "--runs", runs,
         "--run-name", run_name,
         "--model", t.model.value,

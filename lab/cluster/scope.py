@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -35,6 +35,10 @@ class Scope:
         return pulumi.ResourceOptions(
             parent=self.parent, provider=self.provider, depends_on=list(depends_on), **options
         )
+
+    def within(self, namespace: pulumi.Input[str]) -> Scope:
+        """The same lab, declaring into another of its namespaces."""
+        return replace(self, namespace=namespace)
 
     def labels(self, app: str, component: str) -> dict[str, str]:
         return labels(self.lab.namespace, app, component)

@@ -1,6 +1,6 @@
 """Static NFS volumes on the bootstrap's export, each bound to exactly one claim.
 
-The host bootstrap exports `<exportPath>` and creates `datasets/`, `runs/` and `registry/` in it,
+The host bootstrap exports `<exportPath>` and creates `datasets/` and `runs/` in it,
 owned by the trainer's uid. Static PersistentVolumes point at those directories and name
 their claim (`claimRef`), and each claim names its volume (`volumeName`) with no storage class:
 nothing is provisioned dynamically and no other claim can take these volumes.
@@ -33,8 +33,7 @@ class Share:
 
 DATASETS = Share("datasets", "datasets", "2Gi")
 RUNS = Share("runs", "runs", "50Gi")
-REGISTRY = Share("registry", "registry", "50Gi")
-SHARES = (DATASETS, RUNS, REGISTRY)
+SHARES = (DATASETS, RUNS)
 
 
 @dataclass(frozen=True)

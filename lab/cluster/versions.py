@@ -1,16 +1,29 @@
-"""Every container image the cluster runs that is not built here, pinned in one place."""
+"""Every container image the cluster runs that is not built here, pinned in one place, by digest.
+
+A tag can be moved to other content by whoever controls the repository; a digest names the
+content itself. The tag stays for people to read; the runtime pulls by the digest (a reference
+with both resolves by the digest). Each digest is the multi-platform index of that tag as
+published, as other projects pin it too (e.g. `registry:3.0.0@sha256:6c5666b8...`).
+"""
 
 from __future__ import annotations
 
 # CNCF Distribution, the reference registry; 3.0 is the maintained line.
-REGISTRY_IMAGE = "docker.io/library/registry:3.0.0"
+REGISTRY_IMAGE = (
+    "docker.io/library/registry:3.0.0@sha256:6c5666b861f3505b116bb9aa9b25175e71210414bd010d92035ff64018f9457e"
+)
 
 # Rootless BuildKit: builds from a Dockerfile in an unprivileged pod, no Docker daemon anywhere.
-BUILDKIT_IMAGE = "docker.io/moby/buildkit:v0.23.2-rootless"
+BUILDKIT_IMAGE = (
+    "docker.io/moby/buildkit:v0.23.2-rootless"
+    "@sha256:cab936745de5d673465948f1e93ff4d6e372bbe33f218afd3314eba45a6f85a9"
+)
 
 # NVIDIA's device plugin as a static DaemonSet (no GPU operator, no Helm).
-DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
-
+DEVICE_PLUGIN_IMAGE = (
+    "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+    "@sha256:af31e2b7c7f89834c4e5219860def7ac2e49a207b3d4e8610d5a26772b7738e5"
+)
 # Kueue, the gang scheduler, from its official OCI Helm chart
 # (https://kueue.sigs.k8s.io/docs/installation/#install-by-helm).
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"

@@ -15,6 +15,7 @@ from lab.program_run import (
     FAKE_TOKEN,
     ProgramRun,
     Registered,
+    fake_digest,
     kubernetes_object,
     run_program,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "FAKE_TOKEN",
     "ProgramRun",
     "Registered",
+    "fake_digest",
     "kubernetes_object",
     "run_program",
 ]

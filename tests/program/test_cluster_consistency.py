@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from lab.build_context import build_context
+from lab.cluster.namespace import build_namespace, gpu_namespace
 from lab.config import (
     LabConfig,
     Placement,
@@ -31,6 +32,7 @@ from tests.program.harness import (
     cluster_stacks,
     containers,
     env_of,
+    fake_digest,
     kubernetes_object,
     labels_of,
     name_of,
@@ -145,7 +147,9 @@ def check_claims(run: ProgramRun, lab: LabConfig) -> list[str]:
 
 def check_trainer_image(run: ProgramRun, lab: LabConfig) -> list[str]:
     tag = build_context().tag
-    expected = f"{lab.registry_endpoint}/k8scifar/trainer:{tag}"
+    # By the digest the build recorded, pulled from where the nodes pull.
+    digest = fake_digest(f"{build_namespace(lab)}/trainer-image-{tag}")
+    expected = f"{lab.registry_endpoint}/k8scifar/trainer@{digest}"
     problems = []
     for name in TRAINER_COMPONENTS:
         for workload in component(run, name):
@@ -157,10 +161,10 @@ def check_trainer_image(run: ProgramRun, lab: LabConfig) -> list[str]:
         return [*problems, "expected exactly one image build Job"]
     if tag not in name_of(build):
         problems.append(f"build Job {name_of(build)} does not carry the content tag {tag}")
-    pushes = " ".join(_trainer_container(build).get("args", []))
+    pushes = " ".join(a for c in containers(build) for a in c.get("args", []))
     if f"/k8scifar/trainer:{tag},push=true" not in pushes:
         problems.append(f"build Job does not push k8scifar/trainer:{tag}")
-    registry = objects_named(run, "Service").get("registry")
+    registry = objects_named(run, "Service").get("registry-pull")
     ports = registry.inputs["spec"].get("ports", []) if registry else []
     if not any(p.get("nodePort") == lab.registry.port for p in ports):
         problems.append(f"no registry Service on NodePort {lab.registry.port}, where the nodes pull from")
@@ -282,12 +286,15 @@ def check_namespace_and_labels(run: ProgramRun, lab: LabConfig) -> list[str]:
     providers = {r.provider for r in run.kubernetes_objects()}
     if len(providers) != 1 or not next(iter(providers)).startswith("urn:"):
         problems.append(f"objects must all go through the lab's provider, found {providers}")
+    namespaces = {lab.namespace, build_namespace(lab), *([gpu_namespace(lab)] if lab.has_gpus else [])}
     for r in run.kubernetes_objects():
         if r.kind in PATCHES:
             continue
         namespace = r.inputs.get("metadata", {}).get("namespace")
-        if r.kind not in CLUSTER_SCOPED and namespace != lab.namespace:
-            problems.append(f"{r.kind} {name_of(r)} is in namespace {namespace!r}, not {lab.namespace!r}")
+        if r.kind not in CLUSTER_SCOPED and namespace not in namespaces:
+            problems.append(
+                f"{r.kind} {name_of(r)} is in namespace {namespace!r}, not one of {sorted(namespaces)}"
+            )
         missing = LABEL_KEYS - set(labels_of(r))
         if missing:
             problems.append(f"{r.kind} {name_of(r)} lacks labels {sorted(missing)}")
@@ -372,7 +379,7 @@ def check_network_policies(run: ProgramRun, lab: LabConfig) -> list[str]:
     policies = [r.inputs["spec"] for r in run.of_kind("NetworkPolicy")]
     problems = []
     if not any(
-        p["podSelector"] == {} and p.get("policyTypes") == ["Ingress"] and not p.get("ingress")
+        p["podSelector"] == {} and "Ingress" in p.get("policyTypes", []) and not p.get("ingress")
         for p in policies
     ):
         problems.append("no policy closes the namespace to incoming traffic")

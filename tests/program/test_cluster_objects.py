@@ -18,6 +18,7 @@ from tests.program.harness import (
     Registered,
     containers,
     env_of,
+    fake_digest,
     name_of,
     pod_spec,
     run_program,
@@ -50,7 +51,7 @@ def test_training_command_line_follows_the_stack() -> None:
     name = run.outputs["run"]
     assert container["args"] == [
         "launch", "--max-restarts", "3", "--",
-        "train", "--data", "/data", "--runs", "/runs", "--run-name", name,
+        "train", "--data", "/data", "--require-cifar10", "--runs", "/runs", "--run-name", name,
         "--model", "airbench", "--epochs", "4", "--batch-size", "512", "--lr", "0.2",
         "--seed", "0", "--backend", "gloo", "--compression", "bf16",
         "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "release",
@@ -94,6 +95,10 @@ def test_rank_comes_from_the_pod_index_label_where_the_cluster_sets_it(version: 
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}  # the fallback, always
 
 
+def _buildkit(build: Registered) -> dict:
+    return next(c for c in containers(build) if c["name"] == "buildkit")
+
+
 def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
     old = _workload(recorded("example-kubeadm"), "build")  # 1.29: annotation
     new = _workload(recorded("example-cpu"), "build")  # 1.33: field
@@ -101,9 +106,9 @@ def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
     assert old.inputs["spec"]["template"]["metadata"]["annotations"] == {
         annotation: "localhost/k8scifar-buildkit"
     }
-    assert "appArmorProfile" not in containers(old)[-1]["securityContext"]
+    assert "appArmorProfile" not in _buildkit(old)["securityContext"]
     assert "annotations" not in new.inputs["spec"]["template"]["metadata"]
-    assert containers(new)[-1]["securityContext"]["appArmorProfile"] == {
+    assert _buildkit(new)["securityContext"]["appArmorProfile"] == {
         "type": "Localhost",
         "localhostProfile": "k8scifar-buildkit",
     }
@@ -112,7 +117,7 @@ def test_buildkit_apparmor_setting_matches_the_cluster_version() -> None:
 def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() -> None:
     run = recorded("example-cpu")
     build = _workload(run, "build")
-    unpack, buildkit = containers(build)
+    unpack, buildkit, record = containers(build)
     context_map = objects_named(run, "ConfigMap")[f"trainer-context-{build_context().tag}"]
     archive = base64.b64decode(context_map.inputs["binaryData"]["context.tar.gz"])
     assert archive == build_context().archive
@@ -121,6 +126,12 @@ def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() ->
     args = " ".join(buildkit["args"])
     assert "--local dockerfile=/workspace/images/trainer --opt filename=Dockerfile" in args
     assert f"name=registry.k8scifar.svc.cluster.local:5000/k8scifar/trainer:{build_context().tag}" in args
+    assert "--metadata-file /result/metadata.json" in args
+    assert record["args"] == [
+        "k8scifar-build",
+        f"trainer-image-{build_context().tag}",
+        "/result/metadata.json",
+    ]
     assert build.create_timeout  # a multi-GB base image outlasts the default wait
 
 
@@ -155,7 +166,8 @@ def test_network_policy_opens_the_collective_ports_between_ranks_only() -> None:
 def test_exports_say_where_everything_is() -> None:
     run = recorded("example-kubeadm")
     name = run.outputs["run"]
-    assert run.outputs["image"] == f"10.30.0.21:31500/k8scifar/trainer:{build_context().tag}"
+    digest = fake_digest(f"cifar-build/trainer-image-{build_context().tag}")
+    assert run.outputs["image"] == f"10.30.0.21:31500/k8scifar/trainer@{digest}"
     assert run.outputs["results"] == f"10.30.0.21:/export/lab/runs/{name}"
     assert run.outputs["follow"] == "kubectl -n cifar logs -f trainer-0"
 

@@ -39,7 +39,7 @@ def test_values_arrive_as_text_and_mean_what_the_stack_file_says() -> None:
     """Scalars come as their text and objects as JSON; the program's lab equals labctl's."""
     values = {**_values(), "kubernetesVersion": "1.33.5", "namespace": "lab-one"}
     run = run_program(STACK, values)
-    (namespace,) = [r for r in run.kubernetes_objects() if r.kind == "Namespace"]
+    namespace = next(r for r in run.kubernetes_objects() if r.kind == "Namespace" and r.name == "namespace")
     assert namespace.inputs["metadata"]["name"] == "lab-one"
     assert set(run.outputs["nodes"]) == {n.name for n in load_stack(STACK).nodes}
 

@@ -15,7 +15,7 @@ from trainer import data
 def test_synthetic_data_has_cifar10s_pickle_layout(tmp_path: Path) -> None:
     folder = data.write_synthetic(tmp_path, train=50, test=20, seed=3)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [*data.TRAIN_FILES, "test_batch", "batches.meta"]
+        [*data.TRAIN_FILES, "test_batch", "batches.meta", data.MANIFEST]
     )
     with open(folder / "data_batch_1", "rb") as handle:
         batch = pickle.load(handle, encoding="latin1")
@@ -48,6 +48,7 @@ def test_a_truncated_batch_names_the_file(tmp_path: Path) -> None:
     folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
     target = folder / "data_batch_3"
     target.write_bytes(target.read_bytes()[:1000])
+    data.record_manifest(folder)  # past the checksum, to the reader's own checks
     with pytest.raises(data.DataError, match=r"data_batch_3 is corrupt or truncated"):
         data.load(tmp_path, train=True)
     assert data.load(tmp_path, train=False).labels.shape == (20,), "the test split is intact"
@@ -60,6 +61,7 @@ def test_a_missing_or_malformed_batch_names_the_file(tmp_path: Path) -> None:
         data.load(tmp_path, train=True)
     with open(folder / "test_batch", "wb") as handle:
         pickle.dump({"data": np.zeros((4, 100), np.uint8), "labels": [0, 1, 2, 3]}, handle)
+    data.record_manifest(folder)
     with pytest.raises(data.DataError, match=r"test_batch holds uint8 rows of shape \(4, 100\)"):
         data.load(tmp_path, train=False)
 
@@ -69,3 +71,67 @@ def test_the_cli_reports_a_data_error_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("error: no CIFAR-10 dataset at") and "Traceback" not in result.stderr
     assert not (tmp_path / "runs").exists(), "nothing is written before the input is checked"
+
+
+class _Payload:
+    """A pickle that runs a command when it is loaded: what a writer of the share could plant."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return (os.system, ("touch pwned",))
+
+
+def test_a_tampered_batch_is_refused_before_it_is_unpickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    marker = tmp_path / "pwned"
+    with open(folder / "data_batch_2", "wb") as handle:
+        pickle.dump({"data": _Payload(), "labels": []}, handle, protocol=2)
+    with pytest.raises(data.DataError, match=r"data_batch_2 does not match its recorded sha256") as err:
+        data.load(tmp_path, train=True)
+    assert "\n" not in str(err.value)
+    assert not marker.exists()
+
+
+def test_a_batch_that_names_any_other_global_is_refused_even_with_a_matching_checksum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever writes the share can write the manifest too: the unpickler is the last line."""
+    monkeypatch.chdir(tmp_path)
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    with open(folder / "test_batch", "wb") as handle:
+        pickle.dump({"data": _Payload(), "labels": []}, handle, protocol=2)
+    data.record_manifest(folder)
+    with pytest.raises(data.DataError, match=r"test_batch is corrupt.*never refers to posix.system"):
+        data.load(tmp_path, train=False)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_only_the_published_files_pass_when_they_are_required(tmp_path: Path) -> None:
+    data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    assert len(data.load(tmp_path, train=False).labels) == 20
+    with pytest.raises(data.DataError, match=r"test_batch does not match its recorded md5"):
+        data.load(tmp_path, train=False, require_published=True)
+
+
+def test_python2_batches_load_through_the_restricted_unpickler(tmp_path: Path) -> None:
+    """CIFAR-10's own files were written by Python 2's numpy, which names numpy.core.multiarray."""
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    target = folder / "test_batch"
+    raw = target.read_bytes()
+    assert b"numpy._core.multiarray\n" in raw
+    target.write_bytes(raw.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n"))
+    data.record_manifest(folder)
+    assert data.load(tmp_path, train=False).images.shape == (20, 3, 32, 32)
+
+
+def test_the_cli_refuses_a_tampered_batch_in_one_line(tmp_path: Path) -> None:
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    (folder / "test_batch").write_bytes(b"\x80\x02}q\x00.")
+    result = run(trainer("train", "--data", tmp_path, "--runs", tmp_path / "runs", "--run-name", "x"))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "does not match its recorded sha256" in result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -5,10 +5,19 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
+from lab.config import Trainer
 from lab.locks import DEV_LOCK, TRAINER_LOCK, pins
 from tests.trainer.conftest import ROOT
 
 IMAGE = ROOT / "images" / "trainer"
+# The image's user is the lab's default `trainer.uid`, which owns the export's folders.
+UID = Trainer.model_fields["uid"].default
+
+
+def _requirements(text: str) -> list[str]:
+    """Requirement entries, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [line for line in joined.splitlines() if line and not line.startswith("#")]
 
 
 def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
@@ -16,8 +25,8 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
     base = re.search(r"^FROM (\S+)", dockerfile, flags=re.MULTILINE)
     if not base or not re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base.group(1)):
         problems.append("the base image must be pinned to an exact version tag")
-    if not re.search(r"^USER 1000(:1000)?$", dockerfile, flags=re.MULTILINE):
-        problems.append("the image must run as uid 1000")
+    if not re.search(rf"^USER {UID}(:{UID})?$", dockerfile, flags=re.MULTILINE):
+        problems.append(f"the image must run as uid {UID}")
     # Pods run as the stack's trainer.uid, not always 1000: HOME must be writable by any uid.
     home = re.search(r"^ENV HOME=(\S+)$", dockerfile, flags=re.MULTILINE)
     if not home or not re.search(
@@ -28,12 +37,14 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
         problems.append("the entrypoint must be python -m trainer")
     if not re.search(r"^COPY trainer/ ", dockerfile, flags=re.MULTILINE):
         problems.append("the trainer package must be copied from the context's trainer/")
-    if not re.search(r"^RUN pip install --require-hashes -r ", dockerfile, flags=re.MULTILINE):
-        problems.append("pip must install the trainer's lock with --require-hashes")
+    if "pip install --require-hashes" not in dockerfile:
+        problems.append("pip must install with --require-hashes")
     image, locked = pins(requirements), pins(lock)
-    # Requirements start their line; hashes continue it, indented, and comments start with `#`.
-    unpinned = [line for line in requirements.splitlines() if re.match(r"[^\s#]", line) and "==" not in line]
-    problems += [f"{line!r} is not pinned with ==" for line in unpinned]
+    entries = _requirements(requirements)
+    problems += [f"{line!r} is not pinned with ==" for line in entries if "==" not in line]
+    problems += [
+        f"{line.split()[0]} has no --hash=sha256:" for line in entries if "--hash=sha256:" not in line
+    ]
     problems += [
         f"{n}=={v} differs from {DEV_LOCK.name}" for n, v in image.items() if n in locked and locked[n] != v
     ]
@@ -55,9 +66,9 @@ def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
 def test_the_image_check_catches_a_broken_dockerfile() -> None:
     broken = "FROM python:latest\nCOPY . /app\nENTRYPOINT python train.py\n"
     problems = image_problems(broken, "torch==2.0.0\nnumpy\n", "torch==2.14.1\n")
-    # base, user, HOME, entrypoint, copy, no hashes, numpy unpinned, torch differs, torch and
-    # torchvision not the tested ones
-    assert len(problems) == 10, problems
+    # base, user, HOME, entrypoint, copy, hashes required, numpy unpinned, torch and numpy without
+    # a hash, torch differs, torch and torchvision not the tested ones
+    assert len(problems) == 12, problems
 
 
 def test_the_ignore_file_keeps_only_what_the_dockerfile_copies() -> None:
