@@ -88,9 +88,14 @@ def trainer_container(
 
 
 def training_pod(
-    lab: LabConfig, container: dict[str, Any], volumes: list[dict[str, Any]], **fields: Any
+    lab: LabConfig,
+    container: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    api_access: bool = False,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """The pod spec of a training process: its GPU on GPU labs, time for the emergency checkpoint."""
+    """The pod spec of a training process: its GPU on GPU labs, time for the emergency checkpoint;
+    a service-account token only with `api_access` (lab.cluster.security.harden)."""
     return harden(
         {
             **gpu_pod_fields(lab),
@@ -99,7 +104,8 @@ def training_pod(
             "securityContext": pod_security(lab),
             "containers": [{**container, "resources": training_resources(lab)}],
             "volumes": volumes,
-        }
+        },
+        api_access=api_access,
     )
 
 

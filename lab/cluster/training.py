@@ -171,9 +171,9 @@ def _pod_spec(
         container,
         volumes,
         affinity=_placement(lab, scope.selector(APP, COMPONENT)),
-        serviceAccountName=account,
         # The token is how rank 0 scales the StatefulSet to zero; its Role allows nothing else.
-        automountServiceAccountToken=True,
+        api_access=True,
+        serviceAccountName=account,
         **network_fields,
     )
 
