@@ -19,10 +19,9 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
 from lab import kubeconfig
@@ -30,6 +29,9 @@ from lab.config import LabConfig
 from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
 from lab.playbook import ANSIBLE_DIR, PlaybookResult, run_playbook
 from lab.tokens import kept_tokens, new_tokens, playbook_secrets
+
+if TYPE_CHECKING:
+    import pulumi_kubernetes as k8s
 
 SECRET_OUTPUTS = ["token", "kubeconfig"]
 # Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
@@ -153,6 +155,10 @@ def kubernetes_provider(bootstrap: HostBootstrap, stack: str) -> k8s.Provider:
     pulumi-kubernetes#577 replaces on a computed kubeconfig, #2745 added the way out): a stable
     `cluster_identifier` makes the provider replaced only when that identifier changes.
     """
+    # Imported here: the provider host and `labctl hosts` load this module for the bootstrap
+    # alone, and pulumi_kubernetes is a heavy import they never use.
+    import pulumi_kubernetes as k8s
+
     return k8s.Provider(
         "lab",
         kubeconfig=pulumi.Output.secret(bootstrap.kubeconfig),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -18,7 +18,9 @@ from lab.cli.console import CliError, console, plural
 from lab.cli.hosts import kubeconfig_file
 from lab.cli.stackarg import add_stack_option, load
 from lab.config import read_stack_values, stack_file
-from lab.program_run import ProgramRun, kubernetes_object, run_program
+
+if TYPE_CHECKING:
+    from lab.program_run import ProgramRun
 
 # `kubectl apply -f DIR` takes the files in name order: what others refer to comes first.
 ORDER = (
@@ -58,6 +60,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def manifests(program: ProgramRun) -> list[dict[str, Any]]:
     """Every Kubernetes object of the run as the API takes it, in the order to apply them."""
+    from lab.program_run import kubernetes_object
+
     objects = []
     for resource in program.kubernetes_objects() + program.custom_objects():
         obj = kubernetes_object(resource)
@@ -100,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.dir} is not an empty folder; name a new or empty one")
     values = read_stack_values(stack_file(args.stack, args.stacks_dir))
     with console.status(f"running the program for stack {args.stack} (no engine, nothing deployed)"):
+        # Imported here: the program pulls in pulumi_kubernetes, which no other command needs.
+        from lab.program_run import run_program
+
         program = run_program(args.stack, values)
         objects = manifests(program)
     written = write(objects, args.dir, program)

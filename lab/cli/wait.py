@@ -20,7 +20,6 @@ from lab.cli.console import CliError, console, errors
 from lab.cli.runsource import RunsSource, runs_source
 from lab.cli.stackarg import add_stack_option, load
 from lab.cli.status import all_runs, progress
-from lab.cluster.training import run_name
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
 # worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.
@@ -150,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
         raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
     # The name `pulumi up` gives the run from the same stack and the same checkout.
+    # Imported here: lab.cluster declares objects through pulumi_kubernetes, which `labctl` loads
+    # only where it must.
+    from lab.cluster.training import run_name
+
     name = args.run or run_name(cfg, build_context().tag)
     source = runs_source(cfg, args.stack, args.runs_dir)
     return follow(Follower(source, name, args.failed_after), args.interval, args.timeout)
