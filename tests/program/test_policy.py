@@ -231,10 +231,19 @@ def check_images_by_digest(run: ProgramRun, lab: LabConfig) -> list[str]:
 
 
 def check_no_stray_api_token(run: ProgramRun, lab: LabConfig) -> list[str]:
+    """A pod mounts a token only for a ServiceAccount that a RoleBinding gives a use (the ranks'
+    scale-down); every other pod has automountServiceAccountToken: false."""
+    bound = {
+        subject["name"]
+        for binding in run.of_kind("RoleBinding")
+        for subject in binding.inputs.get("subjects", [])
+        if subject.get("kind") == "ServiceAccount"
+    }
     return [
         f"{name_of(w)} mounts a service-account token it does not use"
         for w in workloads(run)
         if pod_spec(w).get("automountServiceAccountToken") is not False
+        and pod_spec(w).get("serviceAccountName") not in bound
     ]
 
 
