@@ -34,9 +34,6 @@ ORDER = (
     "Node",
     "DaemonSet",
     "Deployment",
-    "ResourceFlavor",
-    "ClusterQueue",
-    "LocalQueue",
     "Job",
     "StatefulSet",
 )
@@ -63,7 +60,7 @@ def manifests(program: ProgramRun) -> list[dict[str, Any]]:
     from lab.program_run import kubernetes_object
 
     objects = []
-    for resource in program.kubernetes_objects() + program.custom_objects():
+    for resource in program.kubernetes_objects():
         obj = kubernetes_object(resource)
         if obj["kind"] == "Secret":
             raise CliError(f"the program declares Secret {resource.name}; secrets are never rendered")
@@ -111,14 +108,12 @@ def run(args: argparse.Namespace) -> int:
         objects = manifests(program)
     written = write(objects, args.dir, program)
     for release in program.helm_releases():
-        # A Helm release is a chart to install, not an object to apply; its CRDs come first.
-        inputs = release.inputs
+        # A chart and its custom resources need Helm and the engine; the pods run without them.
         console.print(
-            f"first install {inputs['chart']} {inputs['version']} as the program does:"
-            f" helm install {release.name} {inputs['chart']} --version {inputs['version']}"
-            f" --namespace {inputs['namespace']} --create-namespace (values: {release.name}-values.yaml)"
+            f"not rendered: the Helm release {release.name} ({release.inputs['chart']}"
+            f" {release.inputs['version']}) and its objects; the ranks then start without gang"
+            " admission (`pulumi up` installs it)"
         )
-        (args.dir / f"{release.name}-values.yaml").write_text(yaml.safe_dump(inputs.get("values", {})))
     console.print(
         f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up --stack {args.stack}`:"
     )

@@ -10,27 +10,34 @@ not NVIDIA's or Kubernetes' signatures (docs/validation.md).
 
 from __future__ import annotations
 
+import http.server
 import os
 import re
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from lab.config import all_stacks, load_stack
+from lab.config import load_stack
 from lab.playbook import ANSIBLE_DIR
 from tests.hosts.local_play import run_play
+from tests.shipped import shipped_stacks
 
 ROLES = ANSIBLE_DIR / "roles"
-# Each role's repository task, and the variable that holds its key's URL.
-KUBEADM = ("kubeadm", "packages.yml", "kubeadm_repo_key_url")
-NVIDIA = ("nvidia", "main.yml", "nvidia_repo_key_url")
+# Each role's repository (added through apt_signed_source), and the variables that hold its key's
+# URL and pinned fingerprint.
+KUBEADM = ("kubeadm", "packages.yml", "kubeadm_repo_key_url", "kubeadm_repo_key_fingerprint")
+NVIDIA = ("nvidia", "main.yml", "nvidia_repo_key_url", "nvidia_repo_key_fingerprint")
 # Every stack's repositories: kubeadm's follows the stack's Kubernetes minor release.
 REPOSITORIES = [
     (stack, *repository)
-    for stack in all_stacks()
+    for stack in shipped_stacks()
     for repository, used in (
         (KUBEADM, load_stack(stack).distribution.value == "kubeadm"),
         (NVIDIA, load_stack(stack).has_gpus),
@@ -70,17 +77,37 @@ def key(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home / "Release.key"
 
 
+def _fingerprint(key: Path) -> str:
+    shown = subprocess.run(["gpg", "--with-colons", "--show-keys", str(key)], capture_output=True, text=True)
+    return next(line.split(":")[9] for line in shown.stdout.splitlines() if line.startswith("fpr:"))
+
+
 def _task(role: str, tasks: str) -> dict[str, Any]:
+    """The role's task that adds its repository through apt_signed_source, with its variables."""
     found = yaml.safe_load((ROLES / role / "tasks" / tasks).read_text())
-    (task,) = [t for t in found if "ansible.builtin.deb822_repository" in t]
-    return {
-        "name": task["name"],
-        "ansible.builtin.deb822_repository": task["ansible.builtin.deb822_repository"],
-    }
+    (task,) = [
+        t for t in found if t.get("ansible.builtin.include_role", {}).get("name") == "apt_signed_source"
+    ]
+    return {key: task[key] for key in ("name", "ansible.builtin.include_role", "vars")}
+
+
+@contextmanager
+def _published(key: Path) -> Iterator[str]:
+    """The key's URL on a web server on loopback, as its publisher serves it (the role fetches it
+    with ansible.builtin.uri, which speaks HTTP, not file://)."""
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(key.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/{key.name}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _add_repository(
-    work: Path, stack: str, role: str, tasks: str, key_variable: str, key: Path
+    work: Path, stack: str, role: str, tasks: str, key_variable: str, fingerprint_variable: str, key: Path
 ) -> tuple[Path, Path]:
     """The role's repository task run for real for `stack`; the directories it wrote sources and keys to."""
     sources, keyrings = work / "sources.list.d", work / "keyrings"
@@ -95,9 +122,17 @@ def _add_repository(
             "hosts": {"node": {"ansible_connection": "local", "ansible_python_interpreter": SYSTEM_PYTHON}}
         }
     }
-    variables = {"lab_kubernetes_minor": load_stack(stack).kubernetes_minor, key_variable: key.as_uri()}
+    variables = {
+        "lab_kubernetes_minor": load_stack(stack).kubernetes_minor,
+        # The test key stands in for the publisher's, so its fingerprint stands in for the pin.
+        fingerprint_variable: _fingerprint(key),
+    }
     prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{binds} && exec "$@"', "sh"]
-    done = run_play(work, play, inventory, variables, prefix=prefix)
+    with _published(key) as key_url:
+        variables[key_variable] = key_url
+        done = run_play(
+            work, play, inventory, variables, environment={"ANSIBLE_ROLES_PATH": str(ROLES)}, prefix=prefix
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     return sources, keyrings
 
@@ -112,20 +147,30 @@ def apt_reads(sources: Path, work: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("stack", "role", "tasks", "key_variable"), REPOSITORIES, ids=[f"{r[0]}-{r[1]}" for r in REPOSITORIES]
+    ("stack", "role", "tasks", "key_variable", "fingerprint_variable"),
+    REPOSITORIES,
+    ids=[f"{r[0]}-{r[1]}" for r in REPOSITORIES],
 )
 def test_the_roles_sources_are_what_apt_reads(
-    stack: str, role: str, tasks: str, key_variable: str, key: Path, tmp_path: Path
+    stack: str, role: str, tasks: str, key_variable: str, fingerprint_variable: str, key: Path, tmp_path: Path
 ) -> None:
-    sources, keyrings = _add_repository(tmp_path, stack, role, tasks, key_variable, key)
+    sources, keyrings = _add_repository(tmp_path, stack, role, tasks, key_variable, fingerprint_variable, key)
     (source,) = sources.glob("*.sources")
     stanza = dict(re.findall(r"^([\w-]+): (.*)$", source.read_text(), flags=re.MULTILINE))
     # sources.list(5): a suite ending in "/" is a flat repository and takes no Components.
     assert stanza["Suites"] == "/" and "Components" not in stanza
-    # The keyring the source names is the key, installed where the module keeps keyrings.
-    (keyring,) = keyrings.iterdir()
-    assert stanza["Signed-By"] == f"/etc/apt/keyrings/{keyring.name}" and keyring.suffix == ".asc"
-    shown = subprocess.run(["gpg", "--show-keys", str(keyring)], capture_output=True, text=True)
+    # sources.list(5), Signed-By: the key itself, embedded as an indented field whose empty lines
+    # are written " ." (apt_signed_source puts it there, so removing the source removes the key).
+    assert not any(keyrings.iterdir()), "the key travels inside the source, not in a keyring file"
+    embedded = re.search(r"^Signed-By:\n((?: .*\n)+)", source.read_text(), flags=re.MULTILINE)
+    assert embedded, source.read_text()
+    armored = "\n".join(
+        "" if line.strip() == "." else line.strip() for line in embedded.group(1).splitlines()
+    )
+    (tmp_path / "embedded.asc").write_text(armored + "\n")
+    shown = subprocess.run(
+        ["gpg", "--show-keys", str(tmp_path / "embedded.asc")], capture_output=True, text=True
+    )
     assert shown.returncode == 0 and "k8scifar test" in shown.stdout
     read = apt_reads(sources, tmp_path)
     assert read.returncode == 0 and "E:" not in read.stderr, read.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shlex
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,13 +21,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.config import LabConfig, all_stacks, load_stack
+from lab.config import LabConfig, load_stack
 from lab.inventory import build_inventory
 from lab.playbook import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
 from tests.hosts.render import render
+from tests.shipped import shipped_stacks
 
-STACKS = all_stacks()
+STACKS = shipped_stacks()
 ROLES = ANSIBLE_DIR / "roles"
 # ufw as the role sees it: active, a version that takes comments; every other call is recorded.
 FAKE_UFW = """\
@@ -219,7 +221,8 @@ def export_problems(lab: LabConfig, exports: str) -> list[str]:
     """Clients of the export that are not exactly one node's address."""
     nodes = {ipaddress.ip_network(n.address) for n in lab.nodes}
     line = next(line for line in exports.splitlines() if line and not line.startswith("#"))
-    path, *clients = line.split()
+    # exportfs reads a double-quoted path (exports(5)); the role quotes it.
+    path, *clients = shlex.split(line)
     problems = [] if path == lab.nfs.export_path else [f"exports {path}, not {lab.nfs.export_path}"]
     for client in clients:
         network = ipaddress.ip_network(client.split("(")[0])

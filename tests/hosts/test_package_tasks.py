@@ -77,13 +77,18 @@ def test_the_install_uses_the_decided_list_age_and_callers_say_when_a_repository
     repository tells lab_packages, which otherwise keeps lists up to an hour old."""
     (install,) = [t for t in _blocks(_tasks("lab_packages", "main.yml")) if "ansible.builtin.apt" in t]
     assert install["ansible.builtin.apt"]["cache_valid_time"] == "{{ lab_packages_lists_valid_time }}"
+    # Both add their repository through apt_signed_source, which registers the source it writes.
+    (repo,) = [t for t in _tasks("apt_signed_source", "main.yml") if "ansible.builtin.deb822_repository" in t]
+    changed = f"{repo['register']} is changed"
     for role, tasks in (("kubeadm", "packages.yml"), ("nvidia", "main.yml")):
         found = _tasks(role, tasks)
-        (repo,) = [t for t in found if "ansible.builtin.deb822_repository" in t]
+        includes = [t.get("ansible.builtin.include_role", {}).get("name") for t in found]
+        assert includes.count("apt_signed_source") == 1, role
         (packages,) = [
             t for t in found if t.get("ansible.builtin.include_role", {}).get("name") == "lab_packages"
         ]
-        assert packages["vars"]["lab_packages_refresh"] == f"{{{{ {repo['register']} is changed }}}}", role
+        refresh = packages["vars"]["lab_packages_refresh"]
+        assert refresh.startswith("{{") and refresh.endswith(f"{changed} }}}}}}"), (role, refresh)
 
 
 def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
@@ -95,7 +100,14 @@ def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
         for tasks in (role / "tasks").glob("*.yml")
         if tasks.name != "reset.yml" and "ansible.builtin.deb822_repository:" in tasks.read_text()
     )
-    assert users == ["kubeadm/packages.yml", "nvidia/main.yml"]
+    assert users == ["apt_signed_source/main.yml"]
+    callers = sorted(
+        f"{role.name}/{tasks.name}"
+        for role in ROLES.iterdir()
+        for tasks in (role / "tasks").glob("*.yml")
+        if "name: apt_signed_source" in tasks.read_text()
+    )
+    assert callers == ["kubeadm/packages.yml", "nvidia/main.yml"]
     site = yaml.safe_load((ANSIBLE_DIR / "playbooks" / "site.yml").read_text())
     assert site[0]["hosts"] == "all" and site[0]["roles"] == [{"role": "prereq"}]
     defaults = yaml.safe_load((ROLES / "prereq" / "defaults" / "main.yml").read_text())

@@ -17,7 +17,7 @@ UID = Trainer.model_fields["uid"].default
 def _requirements(text: str) -> list[str]:
     """Requirement entries, continuation lines joined."""
     joined = re.sub(r"\\\n\s*", " ", text)
-    return [line for line in joined.splitlines() if line and not line.startswith("#")]
+    return [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
