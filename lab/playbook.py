@@ -235,11 +235,11 @@ def _run_process(request: Request) -> tuple[Outcome | None, int]:
         process.stdout.close()
         returncode = process.wait()
         if outcome is None and playbook_pid is not None:
-            _stop_session(playbook_pid)
+            stop_playbook(playbook_pid)
     return outcome, returncode
 
 
-def _stop_session(leader: int) -> None:
+def stop_playbook(leader: int) -> None:
     """Stop the ansible-playbook that leads session `leader`, if it still does.
 
     SIGTERM first: ansible-playbook then stops its workers, which run in sessions of their own.
