@@ -15,6 +15,9 @@ from lab.config import HostKeyPolicy, LabConfig, Node
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".lab"
+# Where the lab keeps, on each node, its record of what it added (packages, paths, install marks):
+# reset.yml removes exactly that. `labctl doctor` reads the same marks.
+NODE_STATE_DIR = "/var/lib/k8scifar"
 
 
 def stack_state_dir(stack: str, base: Path = STATE_DIR) -> Path:
@@ -61,6 +64,7 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_trainer_port": lab.trainer.port,
         "lab_airgap": airgap,
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
+        "lab_state_dir": NODE_STATE_DIR,
     }
 
 
@@ -107,4 +111,11 @@ def build_inventory(lab: LabConfig, known_hosts: Path | str) -> dict[str, Any]:
     }
 
 
-__all__ = ["build_inventory", "known_hosts_file", "lab_vars", "ssh_common_args", "stack_state_dir"]
+__all__ = [
+    "NODE_STATE_DIR",
+    "build_inventory",
+    "known_hosts_file",
+    "lab_vars",
+    "ssh_common_args",
+    "stack_state_dir",
+]

@@ -7,7 +7,13 @@ import shutil
 import socket
 from pathlib import Path
 
-from lab.cli.preflight import LOCK, ports_finding, python_dependencies, python_imports
+from lab.cli.preflight import (
+    LOCK,
+    existing_cluster_finding,
+    ports_finding,
+    python_dependencies,
+    python_imports,
+)
 from lab.config import Node
 from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
 
@@ -119,3 +125,19 @@ def test_ports_finding_reads_the_nodes_listening_sockets() -> None:
     assert ports_finding(node, {"tcp": "22", "udp": "8472"}, needed).level.value == "warning"
     assert ports_finding(node, {"tcp": "22", "udp": "53"}, needed).level.value == "ok"
     assert "install iproute2" in ports_finding(node, {"ports": "unknown"}, needed).fix
+
+
+def test_existing_cluster_finding_reads_the_nodes_survey() -> None:
+    """The lines the node's existing-cluster script prints (the testbed test runs the script itself)."""
+    node = Node(name="n", address="10.0.0.1", user="u", role="agent")
+    found = "k3s|foreign|/usr/local/bin/k3s /var/lib/rancher/k3s|uninstall it (k3s-uninstall.sh)\n"
+    finding = existing_cluster_finding(node, 0, found + "kubeadm|ours\n")
+    assert finding.level.value == "error"
+    assert finding.detail == (
+        "k3s not installed by this lab (/usr/local/bin/k3s /var/lib/rancher/k3s):"
+        " site.yml refuses to take it over"
+    )
+    assert finding.fix == "uninstall it (k3s-uninstall.sh)"
+    assert existing_cluster_finding(node, 0, "k3s|ours\n").detail == "k3s installed by this lab"
+    assert existing_cluster_finding(node, 0, "").level.value == "ok"
+    assert existing_cluster_finding(node, 1, "").level.value == "warning"
