@@ -27,24 +27,18 @@ OWNERS = """\
 COMMIT
 """
 # The same machine with the lab's cluster running: kube-proxy's and flannel's chains, new counters.
-WITH_THE_CLUSTER = """\
-*filter
-:INPUT ACCEPT [5:300]
-:FORWARD ACCEPT [99:6000]
-:OUTPUT ACCEPT [0:0]
-:CNI-ADMIN - [3:180]
-:CNI-FORWARD - [3:180]
-:FLANNEL-FWD - [0:0]
-:KUBE-FORWARD - [0:0]
--A INPUT -p tcp -m tcp --dport 22 -j ACCEPT
--A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
+CLUSTER_CHAINS = ":FLANNEL-FWD - [0:0]\n:KUBE-FORWARD - [0:0]\n"
+CLUSTER_RULES = """\
 -A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 -A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD
--A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN
 -A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
 -A FLANNEL-FWD -s 10.42.0.0/16 -j ACCEPT
-COMMIT
 """
+WITH_THE_CLUSTER = (
+    OWNERS.replace(":CNI-ADMIN - [0:0]", ":CNI-ADMIN - [3:180]")
+    .replace(":CNI-FORWARD - [0:0]\n", ":CNI-FORWARD - [3:180]\n" + CLUSTER_CHAINS)
+    .replace("COMMIT\n", CLUSTER_RULES + "COMMIT\n")
+)
 FAKES = {"iptables-save": 'cat "$LAB_TEST_RULES"', "iptables-restore": 'cat > "$LAB_TEST_RESTORED"'}
 
 RESET_PLAY = """\
