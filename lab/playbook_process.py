@@ -169,13 +169,15 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
 
 
 class _Cancel:
-    """Cancels the run once: stops ansible-playbook with SIGTERM first, so that it stops its workers
-    (each in a session of its own), then tells ansible-runner, which would only SIGKILL its group
-    and leave a worker holding the run's variables, the secret ones included."""
+    """Cancels the run: stops ansible-playbook with SIGTERM first, so that it stops its workers
+    (each in a session of its own), and any worker still there, then tells ansible-runner, which
+    would only SIGKILL ansible-playbook's group and leave a worker holding the run's variables,
+    the secret ones included."""
 
-    def __init__(self) -> None:
+    def __init__(self, workdir: Path) -> None:
         self.requested = threading.Event()
         self.playbook: int | None = None
+        self.workdir = workdir
 
     def started(self, pid: int) -> None:
         self.playbook = pid
@@ -184,8 +186,7 @@ class _Cancel:
         threading.Thread(target=self._stop, daemon=True).start()
 
     def _stop(self) -> None:
-        if self.playbook is not None:
-            stop_playbook(self.playbook)
+        stop_playbook(self.playbook, self.workdir)
         self.requested.set()
 
 
@@ -198,7 +199,7 @@ def main() -> None:
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     request = Request(**json.loads(sys.stdin.readline()))
-    cancel = _Cancel()
+    cancel = _Cancel(Path(request.workdir))
     threading.Thread(target=_watch, args=(sys.stdin, cancel), daemon=True).start()
     for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(stop, cancel)
