@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # The orchestrator's state: the checkout's .lab/, or the folder K8SCIFAR_STATE_DIR names (the
 # tests point it at a temporary folder, so that they leave nothing in the checkout).
 STATE_DIR = Path(os.environ.get("K8SCIFAR_STATE_DIR") or ROOT / ".lab")
+# Where the lab keeps, on each node, its record of what it added (packages, paths, install marks):
+# reset.yml removes exactly that. `labctl doctor` reads the same marks.
+NODE_STATE_DIR = "/var/lib/k8scifar"
 
 
 def stack_state_dir(stack: str, base: Path = STATE_DIR) -> Path:
@@ -67,6 +70,7 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
         **apparmor.role_vars(),
         **nvidia.role_vars(),
+        "lab_state_dir": NODE_STATE_DIR,
     }
 
 
@@ -113,4 +117,11 @@ def build_inventory(lab: LabConfig, known_hosts: Path | str) -> dict[str, Any]:
     }
 
 
-__all__ = ["build_inventory", "known_hosts_file", "lab_vars", "ssh_common_args", "stack_state_dir"]
+__all__ = [
+    "NODE_STATE_DIR",
+    "build_inventory",
+    "known_hosts_file",
+    "lab_vars",
+    "ssh_common_args",
+    "stack_state_dir",
+]

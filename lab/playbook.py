@@ -190,6 +190,7 @@ def run_playbook(
         quiet,
     )
     with _exclusive(workdir):
+        _kill_stragglers(workdir)
         _scrub_secrets(workdir)
         try:
             answer, returncode = _run_process(request)
@@ -234,28 +235,43 @@ def _run_process(request: Request) -> tuple[Outcome | None, int]:
         process.stdin.close()
         process.stdout.close()
         returncode = process.wait()
-        if outcome is None and playbook_pid is not None:
-            _stop_session(playbook_pid)
+        if outcome is None:
+            stop_playbook(playbook_pid, Path(request.workdir))
     return outcome, returncode
 
 
-def _stop_session(leader: int) -> None:
-    """Stop the ansible-playbook that leads session `leader`, if it still does.
+def _kill_stragglers(workdir: Path) -> None:
+    """SIGKILL every ansible-playbook process of a run in `workdir` that is still there.
+
+    Runs in a work directory take turns, so any such process is left from a run whose playbook
+    process died: an ansible worker, in a session of its own, that its ansible-playbook did not
+    stop (or that lost its ansible-playbook to the hang-up of their terminal) goes on with the
+    run's variables, the secret ones included. Each names the run's inventory on its command line.
+    """
+    inventory = f"{workdir.resolve()}{os.sep}inventory{os.sep}".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if inventory in cmdline.read_bytes():
+                os.kill(int(cmdline.parent.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+def stop_playbook(leader: int | None, workdir: Path) -> None:
+    """Stop the run in `workdir`: the ansible-playbook that leads session `leader`, if it still
+    does, then whatever of the run is left.
 
     SIGTERM first: ansible-playbook then stops its workers, which run in sessions of their own.
     """
     try:
-        if os.getsid(leader) != leader:
-            return
-        os.kill(leader, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while not _gone(leader):
-            if time.monotonic() > deadline:
-                os.killpg(leader, signal.SIGKILL)
-                return
-            time.sleep(0.05)
+        if leader is not None and os.getsid(leader) == leader:
+            os.kill(leader, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while not _gone(leader) and time.monotonic() < deadline:
+                time.sleep(0.05)
     except ProcessLookupError:
-        return
+        pass
+    _kill_stragglers(workdir)
 
 
 def _gone(pid: int) -> bool:

@@ -4,13 +4,18 @@ It reads a `Request` (one line of JSON) on stdin, prints progress on stderr as t
 answers on stdout with ansible-playbook's process id once it is known (a line of JSON) and an
 `Outcome` (the last line). Only the answer goes to stdout: the real stdout is set
 aside and file descriptor 1 points at stderr during the run, so nothing else can corrupt it. When
-its stdin ends before the run does, the process that asked is gone, and the run is cancelled.
+its stdin ends before the run does, the process that asked is gone, and the run is cancelled; so
+it is on SIGTERM, SIGINT or SIGHUP, which may reach this process and the one that asked together
+(a shutdown, a `kill` of the operator's process group), leaving nobody else to clean up: the
+cancelled run ends normally here and its secret variables file goes with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -20,7 +25,15 @@ from typing import Any, TextIO
 
 import ansible_runner
 
-from lab.playbook import PLAYBOOK_PID, SECRETS_PREFIX, Failure, Outcome, PlaybookResult, Request
+from lab.playbook import (
+    PLAYBOOK_PID,
+    SECRETS_PREFIX,
+    Failure,
+    Outcome,
+    PlaybookResult,
+    Request,
+    stop_playbook,
+)
 
 # Events that end a task on one host, and the word shown for each.
 _RESULT_EVENTS = {
@@ -155,23 +168,53 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
     return Outcome(recorder.result)
 
 
-def _watch(stdin: TextIO, gone: threading.Event) -> None:
+class _Cancel:
+    """Cancels the run: stops ansible-playbook with SIGTERM first, so that it stops its workers
+    (each in a session of its own), and any worker still there, then tells ansible-runner, which
+    would only SIGKILL ansible-playbook's group and leave a worker holding the run's variables,
+    the secret ones included."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.requested = threading.Event()
+        self.playbook: int | None = None
+        self.workdir = workdir
+
+    def started(self, pid: int) -> None:
+        self.playbook = pid
+
+    def __call__(self, *_: object) -> None:
+        threading.Thread(target=self._stop, daemon=True).start()
+
+    def _stop(self) -> None:
+        stop_playbook(self.playbook, self.workdir)
+        self.requested.set()
+
+
+def _watch(stdin: TextIO, cancel: _Cancel) -> None:
     stdin.read()
-    gone.set()
+    cancel()
 
 
 def main() -> None:
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     request = Request(**json.loads(sys.stdin.readline()))
-    gone = threading.Event()
-    threading.Thread(target=_watch, args=(sys.stdin, gone), daemon=True).start()
+    cancel = _Cancel(Path(request.workdir))
+    threading.Thread(target=_watch, args=(sys.stdin, cancel), daemon=True).start()
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop, cancel)
 
     def say(line: str) -> None:
-        answer.write(line + "\n")
-        answer.flush()
+        # Whoever asked may be gone (terminated with this process): the run still ends cleanly.
+        with contextlib.suppress(BrokenPipeError):
+            answer.write(line + "\n")
+            answer.flush()
 
-    outcome = run(request, gone.is_set, lambda pid: say(json.dumps({PLAYBOOK_PID: pid})))
+    def started(pid: int) -> None:
+        cancel.started(pid)
+        say(json.dumps({PLAYBOOK_PID: pid}))
+
+    outcome = run(request, cancel.requested.is_set, started)
     say(outcome.to_json())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,13 +14,18 @@ from pathlib import Path
 from lab.apparmor import BUILD_PROFILE, USERNS_SYSCTL
 from lab.cli.console import Finding, Level
 from lab.config import LabConfig, Node, cluster_ports
+from lab.inventory import NODE_STATE_DIR
 from lab.locks import OPERATOR_LOCK, pins
 from lab.nvidia import MAX_COMPUTE_CAPABILITY, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_MAJOR, gpu_problems
+from lab.playbook import ANSIBLE_DIR
 from lab.ssh import Remote, SshError
 
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
 MAX_CLOCK_SKEW_S = 1.0
+# The script site.yml runs before it changes anything: it names each Kubernetes distribution or
+# container runtime on the node and whether the lab installed it.
+EXISTING_CLUSTER_SCRIPT = ANSIBLE_DIR / "roles" / "lab_state" / "files" / "existing_cluster.sh"
 OPERATOR = "operator"
 # What `pulumi up` and the validation suite import on the operator's machine; the trainer runs
 # in its image, so torch is not among them.
@@ -151,7 +157,47 @@ def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
         userns_finding(node, facts),
         _time_sync(node, facts, clock_offset),
         ports_finding(node, facts, needed_ports(cfg, node)),
+        existing_cluster_finding(node, *_existing_cluster(remote, cfg)),
     ]
+
+
+def _existing_cluster(remote: Remote, cfg: LabConfig) -> tuple[int, str]:
+    """The existing-cluster script's exit code and output on the node, run as root (the lab's
+    marks are readable by root only)."""
+    args = shlex.join([NODE_STATE_DIR, cfg.distribution.value])
+    done = remote.run(f"sudo -n sh -s -- {args}", stdin=EXISTING_CLUSTER_SCRIPT.read_text(), timeout=60)
+    return done.returncode, done.stdout
+
+
+def existing_cluster_finding(node: Node, returncode: int, output: str) -> Finding:
+    """An error for each Kubernetes distribution or container runtime the lab would take over."""
+    check = "existing cluster"
+    if returncode != 0:
+        return Finding(
+            node.name,
+            check,
+            Level.WARNING,
+            "cannot look for an existing cluster without sudo",
+            "fix sudo (see above), then run doctor again",
+        )
+    lines = [line.split("|") for line in output.splitlines() if line.strip()]
+    foreign = [fields for fields in lines if len(fields) == 4 and fields[1] == "foreign"]
+    if foreign:
+        return Finding(
+            node.name,
+            check,
+            Level.ERROR,
+            "; ".join(f"{name} not installed by this lab ({evidence})" for name, _, evidence, _ in foreign)
+            + ": site.yml refuses to take it over",
+            "; ".join(fix for *_, fix in foreign),
+        )
+    ours = [fields[0] for fields in lines if fields[1:] == ["ours"]]
+    return Finding(
+        node.name,
+        check,
+        Level.OK,
+        f"{', '.join(ours)} installed by this lab" if ours else "no Kubernetes or containerd to take over",
+    )
 
 
 def _sudo(node: Node, facts: dict[str, str]) -> Finding:

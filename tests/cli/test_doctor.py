@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 from lab.cli.preflight import (
+    existing_cluster_finding,
     gpu_findings,
     ports_finding,
     python_dependencies,
@@ -153,3 +154,19 @@ def test_userns_finding_reports_the_apparmor_restriction() -> None:
     assert "not restricted" in userns_finding(node, {"apparmor": "Y", "userns_restricted": "absent"}).detail
     off = userns_finding(node, {"apparmor": "absent", "userns_restricted": "absent"})
     assert off.level.value == "warning" and "kubelet refuses the image build pod" in off.detail
+
+
+def test_existing_cluster_finding_reads_the_nodes_survey() -> None:
+    """The lines the node's existing-cluster script prints (the testbed test runs the script itself)."""
+    node = Node(name="n", address="10.0.0.1", user="u", role="agent")
+    found = "k3s|foreign|/usr/local/bin/k3s /var/lib/rancher/k3s|uninstall it (k3s-uninstall.sh)\n"
+    finding = existing_cluster_finding(node, 0, found + "kubeadm|ours\n")
+    assert finding.level.value == "error"
+    assert finding.detail == (
+        "k3s not installed by this lab (/usr/local/bin/k3s /var/lib/rancher/k3s):"
+        " site.yml refuses to take it over"
+    )
+    assert finding.fix == "uninstall it (k3s-uninstall.sh)"
+    assert existing_cluster_finding(node, 0, "k3s|ours\n").detail == "k3s installed by this lab"
+    assert existing_cluster_finding(node, 0, "").level.value == "ok"
+    assert existing_cluster_finding(node, 1, "").level.value == "warning"

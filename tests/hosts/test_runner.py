@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -129,6 +131,84 @@ def test_a_killed_run_leaves_no_secret(
     assert _processes(str(work)) == {}, "ansible-playbook outlived the killed run"
     assert "killed by SIGKILL" in str(failure[0])
     assert (target / "node-a.token").read_text() == TOKEN, "the run was killed before it used the token"
+    assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
+    assert _files_containing(work, SECRET_MARKERS) == []
+
+
+# The operator's side of a run in a process of its own, as `pulumi up` or `labctl` would hold it.
+OPERATOR = """\
+import json, sys
+from pathlib import Path
+from lab.playbook import run_playbook
+request = json.loads(Path(sys.argv[1]).read_text())
+run_playbook(Path(request["work"]), "slow.yml", request["inventory"], {"lab_stack": "demo"},
+             secret_vars={"lab_k3s_agent_token": request["token"]}, ansible_dir=Path(request["ansible_dir"]),
+             quiet=True)
+"""
+
+
+def _operator_run(ansible_dir: Path, target: Path, tmp_path: Path, work: Path) -> subprocess.Popen[bytes]:
+    """slow.yml started from a process group of its own, returned once it holds the token."""
+    request = tmp_path / "request.json"
+    inventory = local_inventory(target, ["node-a"])
+    request.write_text(
+        json.dumps(
+            {"work": str(work), "inventory": inventory, "token": TOKEN, "ansible_dir": str(ansible_dir)}
+        )
+    )
+    script = tmp_path / "operator.py"
+    script.write_text(OPERATOR)
+    env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "Env-SECRET-MARKER", "PYTHONPATH": str(Path.cwd())}
+    operator = subprocess.Popen([sys.executable, str(script), str(request)], env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (target / "started").exists():
+        assert operator.poll() is None and time.monotonic() < deadline, "the slow run never got going"
+        time.sleep(0.2)
+    assert list(work.glob(f"{SECRETS_PREFIX}*")), "the run holds no secrets file to leave behind"
+    return operator
+
+
+def _working_in(work: Path) -> list[int]:
+    """Processes of a run in `work`: the playbook process runs there, ansible-playbook names it."""
+    found = list(_processes(str(work)))
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if cwd.resolve() == work.resolve():
+                found.append(int(cwd.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_until_gone(work: Path, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := _working_in(work)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    """SIGTERM to the operator's whole process group (a `kill`, a shutdown) half-way through a run:
+    the run is cancelled and, with no process left to do it later, every secret is gone."""
+    work = tmp_path / "work"
+    operator = _operator_run(ansible_dir, target, tmp_path, work)
+    os.killpg(operator.pid, signal.SIGTERM)
+    operator.wait(timeout=60)
+    assert _wait_until_gone(work, 30) == [], "a process of the terminated run outlived it"
+    assert list(work.glob(f"{SECRETS_PREFIX}*")) == [], "the secrets file outlived the terminated run"
+    assert _files_containing(work, SECRET_MARKERS) == []
+
+
+def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    """SIGKILL to the operator's whole process group half-way: nothing can clean up then, so the
+    next run does, before it starts: the secrets file goes and the orphaned ansible-playbook,
+    which still holds the token, is stopped."""
+    work = tmp_path / "work"
+    operator = _operator_run(ansible_dir, target, tmp_path, work)
+    os.killpg(operator.pid, signal.SIGKILL)
+    operator.wait(timeout=60)
+    _site(ansible_dir, target, work, ["node-a"], quiet=True)
+    assert _processes(str(work)) == {}, "the orphaned ansible-playbook of the killed run still runs"
     assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
     assert _files_containing(work, SECRET_MARKERS) == []
 

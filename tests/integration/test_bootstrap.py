@@ -1,7 +1,9 @@
 """site.yml and reset.yml against two real machines, through the runner the Pulumi program uses.
 
-The tests run in order and share one bootstrap: converge, converge again with nothing to change,
-validate with the testinfra suite, reset, and validate that nothing is left.
+The tests run in order and share one bootstrap: the machines' owner plants state of their own,
+converge, converge again with nothing to change, validate with the testinfra suite, the owner
+installs a package that needs one the lab installed, reset, validate that nothing is left, and
+compare the machines with their inventory from before the lab came.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from lab import testbed
 from lab.config import LabConfig
 from lab.hosts import HostBootstrapProvider, bootstrap_inputs
 from lab.validate import Outcome, run_suite, write_inventory
+from tests.integration import machine_state
 from tests.integration.conftest import STACK
 
 # Host checks that apply to the test machines: each must have run and passed on the nodes it names.
@@ -32,8 +35,35 @@ def provider() -> HostBootstrapProvider:
     return HostBootstrapProvider()
 
 
+# Files that change with what reset.yml does, with the reason (the inventory leaves out the
+# export's data, which stays unless the stack sets nfs.purgeOnDestroy).
+KEPT = (
+    # shadow-utils' backups of the previous version, rewritten by every user or group change:
+    # removing the users the lab's packages created rewrites them.
+    "/etc/passwd-",
+    "/etc/group-",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+)
+
+
 @pytest.fixture(scope="module")
-def converged(machines: testbed.Testbed, lab: LabConfig, provider: HostBootstrapProvider) -> dict[str, Any]:
+def before_the_lab(machines: testbed.Testbed) -> dict[str, machine_state.Inventory]:
+    """The owner's own state planted on both machines, and their inventory before the lab came."""
+    found = {}
+    for machine in machines.layout.machines:
+        machine_state.root_shell(machines, machine, machine_state.PLANT)
+        found[machine.name] = machine_state.inventory(machines, machine)
+    return found
+
+
+@pytest.fixture(scope="module")
+def converged(
+    machines: testbed.Testbed,
+    lab: LabConfig,
+    provider: HostBootstrapProvider,
+    before_the_lab: dict[str, machine_state.Inventory],
+) -> dict[str, Any]:
     """site.yml's first run on fresh machines, as `pulumi up` creates the bootstrap resource."""
     return provider.create(bootstrap_inputs(lab, STACK)).outs
 
@@ -72,8 +102,10 @@ def test_host_checks_pass_on_both_machines(converged: dict[str, Any], lab: LabCo
 
 
 def test_reset_leaves_nothing_behind(
-    converged: dict[str, Any], lab: LabConfig, provider: HostBootstrapProvider
+    converged: dict[str, Any], lab: LabConfig, provider: HostBootstrapProvider, machines: testbed.Testbed
 ) -> None:
+    # While the lab runs, the owner of the second machine comes to need a package the lab installed.
+    machine_state.root_shell(machines, machines.layout.machines[1], machine_state.INSTALL_OWNER_PACKAGE)
     provider.delete("hosts-testbed", converged)
     inventory = write_inventory(lab, STACK)
     leftovers = [str(o) for o in run_suite(STACK, inventory, after_reset=True) if o.status != "passed"]
@@ -81,4 +113,33 @@ def test_reset_leaves_nothing_behind(
     failed = _by_check(run_suite(STACK, inventory), "failed")
     assert set(failed) >= GONE_AFTER_RESET, (
         f"checks still passing on a reset machine: {GONE_AFTER_RESET - set(failed)}"
+    )
+
+
+def test_reset_leaves_the_machines_as_they_were(
+    converged: dict[str, Any], machines: testbed.Testbed, before_the_lab: dict[str, machine_state.Inventory]
+) -> None:
+    """The first machine is as it was, file for file in /etc and package for package; the second
+    also keeps the owner's package and what it needs (nfs-common, which the lab had installed)."""
+    first, second = machines.layout.machines
+    changes = before_the_lab[first.name].changes(machine_state.inventory(machines, first), ignore=KEPT)
+    assert changes == [], f"{first.name} after reset:\n" + "\n".join(changes)
+
+    after = machine_state.inventory(machines, second)
+    installed = {
+        line.split()[0].split(":")[0] for line in after.sections["packages"] if line.endswith(" install")
+    }
+    assert {machine_state.OWNER_PACKAGE, machine_state.OWNER_PACKAGE_NEEDS} <= installed
+    assert machine_state.OWNER_PACKAGE in after.sections["manual"]
+    owners = {
+        name: lines for name, lines in before_the_lab[second.name].sections.items() if name != "packages"
+    }
+    for name in ("cni", "sysctl files"):
+        assert owners[name] == after.sections[name], f"{second.name}: {name} changed"
+    lab_files = [
+        line for line in after.sections["etc"] if "k8scifar" in line or line.startswith("/etc/rancher")
+    ]
+    assert lab_files == [], f"{second.name} keeps files of the lab: {lab_files}"
+    assert after.sections.get("lab state", frozenset()) == frozenset(), (
+        f"{second.name} keeps the lab's record"
     )

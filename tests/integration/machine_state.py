@@ -1,0 +1,103 @@
+"""What a test machine holds that the lab may touch, as a before/after inventory, and the state its
+owner had there before the lab came, planted by the tests.
+
+Firewall rules cannot be planted here: systemd-nspawn keeps CAP_NET_ADMIN from the machines, so
+nothing inside them can hold or list an iptables rule; and /proc/sys is read-only there, so the
+running kernel's settings never change (the files in /etc/sysctl.d are compared instead).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from lab import testbed
+from lab.inventory import NODE_STATE_DIR
+
+# Sections of the inventory: /etc (each file's sha256, links with their targets, directories with
+# mode and owner), the CNI directories the cluster shares with other tools, the package
+# selections, the packages apt counts as installed on purpose, the kernel settings files and the
+# lab's own record.
+INVENTORY = (
+    r"""
+echo '## etc'
+find /etc -xdev -type f -exec sha256sum {} + | awk '{print $2, $1}'
+find /etc -xdev -type l -printf '%p -> %l\n'
+find /etc -xdev -type d -printf '%p/ %m %u\n'
+echo '## cni'
+find /etc/cni /var/lib/cni /opt/cni -printf '%p\n' 2>/dev/null
+echo '## packages'
+dpkg --get-selections
+echo '## manual'
+apt-mark showmanual
+echo '## sysctl files'
+grep -rH . /etc/sysctl.conf /etc/sysctl.d 2>/dev/null
+echo '## lab state'
+"""
+    + f"find {NODE_STATE_DIR} 2>/dev/null\nexit 0\n"
+)
+
+# The owner's state: a podman network in the CNI directories and a kernel setting of their own.
+OWNER_CNI_CONFIG = "/etc/cni/net.d/87-podman.conflist"
+OWNER_CNI_LEASE = "/var/lib/cni/networks/podman/last_reserved_ip.0"
+OWNER_SYSCTL = "/etc/sysctl.d/60-owner.conf"
+PLANT = f"""
+set -e
+install -d /etc/cni/net.d /var/lib/cni/networks/podman
+echo '{{"cniVersion": "1.0.0", "name": "podman", "plugins": [{{"type": "bridge"}}]}}' > {OWNER_CNI_CONFIG}
+echo 10.88.0.2 > {OWNER_CNI_LEASE}
+printf 'vm.swappiness = 10\\nnet.ipv4.ip_forward = 0\\n' > {OWNER_SYSCTL}
+"""
+
+# A package of the owner's that needs one the lab installed (nfs-common): installed while the lab
+# runs, it must keep working after reset, and what it needs with it.
+OWNER_PACKAGE = "owner-nfs-tools"
+OWNER_PACKAGE_NEEDS = "nfs-common"
+INSTALL_OWNER_PACKAGE = f"""
+set -e
+dir=$(mktemp -d)
+mkdir "$dir/DEBIAN"
+cat > "$dir/DEBIAN/control" <<CONTROL
+Package: {OWNER_PACKAGE}
+Version: 1.0
+Architecture: all
+Maintainer: owner <owner@localhost>
+Depends: {OWNER_PACKAGE_NEEDS}
+Description: a tool of the owner that mounts NFS
+CONTROL
+dpkg-deb --build "$dir/DEBIAN/.." "$dir/{OWNER_PACKAGE}.deb" >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$dir/{OWNER_PACKAGE}.deb" >/dev/null
+rm -rf "$dir"
+"""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """One machine's inventory: section name to its lines."""
+
+    sections: dict[str, frozenset[str]]
+
+    def changes(self, later: Inventory, ignore: tuple[str, ...] = ()) -> list[str]:
+        """`-` line gone, `+` line new, per section, for lines not starting with an ignored path."""
+        found = []
+        for name, lines in self.sections.items():
+            after = later.sections.get(name, frozenset())
+            found += [f"{name}: - {line}" for line in sorted(lines - after) if not line.startswith(ignore)]
+            found += [f"{name}: + {line}" for line in sorted(after - lines) if not line.startswith(ignore)]
+        return found
+
+
+def root_shell(machines: testbed.Testbed, machine: testbed.Machine, script: str) -> str:
+    return testbed.ssh(machines, machine, "sudo", "-n", "sh", "-c", shlex.quote(script))
+
+
+def inventory(machines: testbed.Testbed, machine: testbed.Machine) -> Inventory:
+    sections: dict[str, set[str]] = {}
+    current = ""
+    for line in root_shell(machines, machine, INVENTORY).splitlines():
+        if line.startswith("## "):
+            current = line[3:]
+            sections[current] = set()
+        elif line.strip():
+            sections[current].add(" ".join(line.split()))
+    return Inventory({name: frozenset(lines) for name, lines in sections.items()})
