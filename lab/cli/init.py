@@ -148,8 +148,13 @@ EDITABLE = {
 
 def _editable() -> dict[str, object]:
     defaults = {"trainer": Trainer(), "nfs": Nfs()}
+    # A key whose default is unset (epochs: the model's recipe) is left out rather than written null.
     return {
-        block: {k: v for k, v in defaults[block].model_dump(by_alias=True, mode="json").items() if k in keys}
+        block: {
+            k: v
+            for k, v in defaults[block].model_dump(by_alias=True, mode="json").items()
+            if k in keys and v is not None
+        }
         for block, keys in EDITABLE.items()
     }
 

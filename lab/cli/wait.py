@@ -154,5 +154,5 @@ def run(args: argparse.Namespace) -> int:
     from lab.cluster.training import run_name
 
     name = args.run or run_name(cfg, build_context().tag)
-    source = runs_source(cfg, args.stack, args.runs_dir)
+    source = runs_source(args)
     return follow(Follower(source, name, args.failed_after), args.interval, args.timeout)
