@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 from pydantic.alias_generators import to_camel, to_snake
 
+from lab.kubeconfig import API_PORT
+from trainer import contract
 from trainer import sweep as trainer_sweep
 from trainer.hyperparameters import RULES, HyperparameterError, Rule
 from trainer.hyperparameters import check as check_hyperparameter
@@ -38,17 +40,25 @@ KNOWN_PATCHES = {
 
 # Ports the cluster listens on at the nodes: k3s (https://docs.k3s.io/installation/requirements,
 # inbound rules) and kubeadm (https://kubernetes.io/docs/reference/networking/ports-and-protocols/).
-NODE_PORTS = {(10250, "tcp"): "kubelet", (8472, "udp"): "flannel VXLAN"}
-SERVER_PORTS = {(6443, "tcp"): "Kubernetes API"}
+# Each is also what the inventory hands the roles (lab/inventory.py lab_vars), so the firewall
+# openings and the daemons' configuration read them from here.
+KUBELET_PORT = 10250
+VXLAN_PORT = 8472
+NFS_PORT_NUMBER = 2049
+NODE_PORTS = {(KUBELET_PORT, "tcp"): "kubelet", (VXLAN_PORT, "udp"): "flannel VXLAN"}
+SERVER_PORTS = {(API_PORT, "tcp"): "Kubernetes API"}
 KUBEADM_SERVER_PORTS = {
     (2379, "tcp"): "etcd",
     (2380, "tcp"): "etcd peers",
     (10257, "tcp"): "controller-manager",
     (10259, "tcp"): "scheduler",
 }
-NFS_PORT = {(2049, "tcp"): "NFS"}
+NFS_PORT = {(NFS_PORT_NUMBER, "tcp"): "NFS"}
 # kube-proxy may hold any port of the NodePort range on every node for a Service.
 NODE_PORT_RANGE = range(30000, 32768)
+# Linux's default net.ipv4.ip_local_port_range (https://docs.kernel.org/networking/ip-sysctl.html):
+# where NCCL's and Gloo's listening sockets are bound.
+EPHEMERAL_PORTS = (32768, 60999)
 
 # Namespaces Kubernetes creates and uses itself; `kube-` is reserved for its system namespaces
 # (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/).
@@ -105,6 +115,16 @@ class Distribution(StrEnum):
     KUBEADM = "kubeadm"
 
 
+# (pod network, service network) of each distribution: k3s's defaults (https://docs.k3s.io/cli/server,
+# --cluster-cidr and --service-cidr), kubeadm's service default and flannel's pod network
+# (https://kubernetes.io/docs/reference/config-api/kubeadm-config.v1beta4/#kubeadm-k8s-io-v1beta4-Networking,
+# flannel's Documentation/kube-flannel.yml net-conf.json).
+CLUSTER_NETWORKS = {
+    Distribution.K3S: ("10.42.0.0/16", "10.43.0.0/16"),
+    Distribution.KUBEADM: ("10.244.0.0/16", "10.96.0.0/12"),
+}
+
+
 class Role(StrEnum):
     SERVER = "server"
     AGENT = "agent"
@@ -122,21 +142,21 @@ class Placement(StrEnum):
 
 
 class Backend(StrEnum):
-    AUTO = "auto"
-    NCCL = "nccl"
-    GLOO = "gloo"
+    AUTO = contract.AUTO
+    NCCL = contract.NCCL
+    GLOO = contract.GLOO
 
 
 class Compression(StrEnum):
-    NONE = "none"
-    FP16 = "fp16"
-    BF16 = "bf16"
-    POWERSGD = "powersgd"
+    NONE = contract.NO_COMPRESSION
+    FP16 = contract.FP16
+    BF16 = contract.BF16
+    POWERSGD = contract.POWERSGD
 
 
 class Model(StrEnum):
-    AIRBENCH = "airbench"
-    RESNET9 = "resnet9"
+    AIRBENCH = contract.AIRBENCH
+    RESNET9 = contract.RESNET9
 
 
 class SweepStrategy(StrEnum):
@@ -291,7 +311,10 @@ class Registry(_Model):
     """The in-cluster registry the trainer image is built into and pulled from over plain HTTP."""
 
     port: int = Field(
-        default=30500, ge=30000, le=32767, description="NodePort the nodes pull from (30000-32767)."
+        default=30500,
+        ge=NODE_PORT_RANGE.start,
+        le=NODE_PORT_RANGE.stop - 1,
+        description="NodePort the nodes pull from (30000-32767).",
     )
 
 
@@ -605,7 +628,7 @@ class LabConfig(_Model):
     @property
     def backend(self) -> str:
         if self.trainer.backend is Backend.AUTO:
-            return "nccl" if self.has_gpus else "gloo"
+            return Backend.NCCL.value if self.has_gpus else Backend.GLOO.value
         return self.trainer.backend.value
 
     @property

@@ -12,7 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from lab import apparmor, nvidia
-from lab.config import HostKeyPolicy, LabConfig, Node
+from lab.config import (
+    CLUSTER_NETWORKS,
+    EPHEMERAL_PORTS,
+    KUBELET_PORT,
+    NFS_PORT_NUMBER,
+    VXLAN_PORT,
+    Distribution,
+    HostKeyPolicy,
+    LabConfig,
+    Node,
+)
+from lab.kubeconfig import API_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 # The orchestrator's state: the checkout's .lab/, or the folder K8SCIFAR_STATE_DIR names (the
@@ -47,6 +58,20 @@ def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path | str) -> str:
     return f"-o StrictHostKeyChecking={checking} -o UserKnownHostsFile={known_hosts}"
 
 
+def cluster_network_vars(distribution: Distribution) -> dict[str, Any]:
+    """The cluster's ports and its pod and service networks, which the roles read from here only."""
+    pod_network, service_network = CLUSTER_NETWORKS[distribution]
+    return {
+        "lab_api_port": API_PORT,
+        "lab_kubelet_port": KUBELET_PORT,
+        "lab_vxlan_port": VXLAN_PORT,
+        "lab_nfs_port": NFS_PORT_NUMBER,
+        "lab_ephemeral_ports": list(EPHEMERAL_PORTS),
+        "lab_pod_network": pod_network,
+        "lab_service_network": service_network,
+    }
+
+
 def lab_vars(lab: LabConfig) -> dict[str, Any]:
     """Group variables of `all`: everything the roles need to know about the lab as a whole."""
     airgap = None
@@ -60,6 +85,7 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_server_address": lab.server.address,
         "lab_registry_endpoint": lab.registry_endpoint,
         "lab_registry_port": lab.registry.port,
+        **cluster_network_vars(lab.distribution),
         "lab_nfs_export_path": lab.nfs.export_path,
         "lab_nfs_allowed_networks": list(lab.nfs_allowed_networks),
         "lab_nfs_purge_on_destroy": lab.nfs.purge_on_destroy,

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from trainer import atomic
+from trainer.contract import LATEST_CHECKPOINT as POINTER
 from trainer.errors import TrainerError
 
-POINTER = "latest"
 PATTERN = re.compile(r"^ckpt-(\d{9})\.pt$")
 # How torch's weights-only unpickler names a type it refuses (torch/_weights_only_unpickler.py).
 UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trainer import sweep
+from trainer import contract, sweep
 from trainer.errors import TrainerError, report
-from trainer.hyperparameters import MODELS, RULES, HyperparameterError
+from trainer.hyperparameters import RULES, HyperparameterError
 
 
 def _rule(name: str) -> Callable[[str], Any]:
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--runs", type=Path, required=True, help="folder of run folders")
     train.add_argument("--run-name", required=True, help="this run's folder under --runs")
-    train.add_argument("--model", choices=MODELS, default="airbench")
+    train.add_argument("--model", choices=contract.MODELS, default=contract.AIRBENCH)
     train.add_argument("--width", type=_rule("width"), default=64, help="channels of the first block")
     train.add_argument("--epochs", type=_rule("epochs"), help="default: the model's recipe")
     train.add_argument(
@@ -77,8 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--accumulate", type=_rule("accumulate"), default=1, help="micro-batches per rank and step"
     )
-    train.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
-    train.add_argument("--compression", choices=("none", "fp16", "bf16", "powersgd"), default="none")
+    train.add_argument("--backend", choices=contract.BACKENDS, default=contract.AUTO)
+    train.add_argument("--compression", choices=contract.COMPRESSIONS, default=contract.NO_COMPRESSION)
     train.add_argument("--target-accuracy", type=_rule("target_accuracy"), default=0.94)
     train.add_argument("--checkpoint-keep", type=_rule("checkpoint_keep"), default=3)
     train.add_argument(

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer import contract
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -55,10 +56,10 @@ def _integer(name: str, value: str, minimum: int) -> int:
 
 
 def _rank(env: Mapping[str, str]) -> int:
-    found = _first(env, "RANK", "PET_NODE_RANK")
+    found = _first(env, contract.RANK, "PET_NODE_RANK")
     if found:
         return _integer(*found, minimum=0)
-    match = re.search(r"-(\d+)$", env.get("POD_NAME", ""))
+    match = re.search(r"-(\d+)$", env.get(contract.POD_NAME, ""))
     if match:
         return int(match.group(1))
     raise JobEnvironmentError(
@@ -69,7 +70,7 @@ def _rank(env: Mapping[str, str]) -> int:
 
 def topology(env: Mapping[str, str]) -> Topology:
     """This process's place in the job; a single process when no world size is set."""
-    world = _first(env, "WORLD_SIZE", "PET_NNODES")
+    world = _first(env, contract.WORLD_SIZE, "PET_NNODES")
     world_size = _integer(*world, minimum=1) if world else 1
     if world_size == 1:
         return Topology(0, 1, 0, "127.0.0.1", 0)
@@ -79,9 +80,10 @@ def topology(env: Mapping[str, str]) -> Topology:
             f"rank {rank} is not below WORLD_SIZE={world_size}: ranks run 0 to {world_size - 1};"
             " check the replica count against WORLD_SIZE"
         )
-    addr = _first(env, "MASTER_ADDR", "PET_MASTER_ADDR")
-    port = _first(env, "MASTER_PORT", "PET_MASTER_PORT")
-    missing = [name for name, found in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if not found]
+    addr = _first(env, contract.MASTER_ADDR, "PET_MASTER_ADDR")
+    port = _first(env, contract.MASTER_PORT, "PET_MASTER_PORT")
+    required = ((contract.MASTER_ADDR, addr), (contract.MASTER_PORT, port))
+    missing = [name for name, found in required if not found]
     if missing:
         raise JobEnvironmentError(
             f"{' and '.join(missing)} not set: with WORLD_SIZE={world_size} every rank needs rank 0's"
@@ -100,25 +102,25 @@ def topology(env: Mapping[str, str]) -> Topology:
 
 def apply_socket_interfaces(env: MutableMapping[str, str]) -> str | None:
     """Pick this node's NIC for NCCL and Gloo from LAB_SOCKET_IFNAMES="nodeA=eth0,nodeB=eno1"."""
-    spec = env.get("LAB_SOCKET_IFNAMES", "")
+    spec = env.get(contract.LAB_SOCKET_IFNAMES, "")
     if not spec:
         return None
     pairs = [item.split("=", 1) for item in spec.split(",") if item.strip()]
     if any(len(pair) != 2 or not pair[0] or not pair[1] for pair in pairs):
         raise JobEnvironmentError(f"LAB_SOCKET_IFNAMES={spec!r} must read node=interface[,node=interface]")
-    node = env.get("NODE_NAME", "")
+    node = env.get(contract.NODE_NAME, "")
     interface = dict(pairs).get(node)
     if interface is None:
         return None
-    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+    for name in contract.SOCKET_IFNAME_VARIABLES:
         env.setdefault(name, interface)
     return interface
 
 
 def choose_backend(requested: str) -> str:
-    if requested == "auto":
-        return "nccl" if torch.cuda.is_available() else "gloo"
-    if requested == "nccl" and not torch.cuda.is_available():
+    if requested == contract.AUTO:
+        return contract.NCCL if torch.cuda.is_available() else contract.GLOO
+    if requested == contract.NCCL and not torch.cuda.is_available():
         raise JobEnvironmentError("--backend nccl needs a CUDA GPU and none is visible; use gloo or auto")
     return requested
 
@@ -198,11 +200,11 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
         return net
     ids = [device.index] if device.type == "cuda" else None
     model = DistributedDataParallel(net, device_ids=ids)
-    if compression == "fp16":
+    if compression == contract.FP16:
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    elif compression == "bf16":
+    elif compression == contract.BF16:
         model.register_comm_hook(None, default_hooks.bf16_compress_hook)
-    elif compression == "powersgd":
+    elif compression == contract.POWERSGD:
         state = powerSGD_hook.PowerSGDState(
             process_group=None, matrix_approximation_rank=2, start_powerSGD_iter=10
         )
@@ -255,7 +257,7 @@ def share(value: object) -> object:
 def _collective_device() -> torch.device:
     return (
         torch.device("cuda", torch.cuda.current_device())
-        if dist.get_backend() == "nccl"
+        if dist.get_backend() == contract.NCCL
         else torch.device("cpu")
     )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from trainer import contract
 from trainer.errors import TrainerError
 
 # Where the kubelet mounts the service account's token, the cluster CA and the namespace.
@@ -83,7 +84,7 @@ def scale_request(api: ApiServer, statefulset: str, replicas: int = 0) -> urllib
 
 def release(env: Mapping[str, str] = os.environ) -> str:
     """Scale this pod's StatefulSet to zero; returns what was done, raises HandOffError otherwise."""
-    statefulset = statefulset_of(env.get("POD_NAME", ""))
+    statefulset = statefulset_of(env.get(contract.POD_NAME, ""))
     api = ApiServer.in_cluster(env)
     request = scale_request(api, statefulset)
     try:

@@ -11,11 +11,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from trainer.contract import MODELS
+
 # CIFAR-10's training split; a global batch cannot be larger than the data it is drawn from.
 CIFAR10_TRAIN_IMAGES = 50000
 # CIFAR-10 images are 32x32: a cut-out square cannot be larger than the image.
 IMAGE_SIDE = 32
-MODELS = ("airbench", "resnet9")
 
 
 class HyperparameterError(ValueError):

@@ -15,6 +15,8 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from trainer import contract
+
 RDZV_BACKEND = "c10d"
 
 
@@ -23,7 +25,7 @@ def torchrun_command(env: Mapping[str, str], trainer_args: Sequence[str], max_re
     from trainer import distributed
 
     place = distributed.topology(env)
-    address, port = env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")
+    address, port = env.get(contract.MASTER_ADDR, ""), env.get(contract.MASTER_PORT, "")
     if not address or not port:
         raise distributed.JobEnvironmentError(
             "MASTER_ADDR and MASTER_PORT must name rank 0's pod and the rendezvous port"
@@ -40,7 +42,7 @@ def torchrun_command(env: Mapping[str, str], trainer_args: Sequence[str], max_re
         f"--rdzv-conf=is_host={int(place.rank == 0)}",
         f"--max-restarts={max_restarts}",
     ]  # fmt: skip
-    local = env.get("LAB_LOCAL_ADDR", "")
+    local = env.get(contract.LAB_LOCAL_ADDR, "")
     if local:
         # The address peers reach this pod at; c10d also orders the nodes' ranks by it, so the
         # ranks follow the pods' DNS names (trainer-0, trainer-1, ...).

@@ -10,12 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer import atomic
+from trainer.contract import CHECKPOINTS_DIR, CURVES_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE
 from trainer.errors import TrainerError
-
-METRICS = "metrics.jsonl"
-STATUS = "status.json"
-SUMMARY = "summary.json"
-CURVES = "curves.png"
 
 
 class RunFolderError(TrainerError):
@@ -27,7 +23,7 @@ class RunFolder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.checkpoints = path / "checkpoints"
+        self.checkpoints = path / CHECKPOINTS_DIR
 
     def prepare(self, fresh: bool) -> None:
         """Make the folder (emptied of an earlier start's files when `fresh`) and prove it writable."""
@@ -49,35 +45,35 @@ class RunFolder:
         """Remove what the trainer writes here, nothing else (a sweep keeps its sets in subfolders)."""
         if self.checkpoints.exists():
             shutil.rmtree(self.checkpoints)
-        for name in (METRICS, STATUS, SUMMARY, CURVES):
+        for name in (METRICS_FILE, STATUS_FILE, SUMMARY_FILE, CURVES_FILE):
             (self.path / name).unlink(missing_ok=True)
 
     def has_metrics(self) -> bool:
         """Whether an earlier start recorded an epoch here."""
-        metrics = self.path / METRICS
+        metrics = self.path / METRICS_FILE
         return metrics.is_file() and metrics.stat().st_size > 0
 
     def rewrite_metrics(self, history: list[dict[str, Any]]) -> None:
         """Make metrics.jsonl exactly the epochs a resumed state has seen (drops lines after it)."""
         atomic.write_bytes(
-            self.path / METRICS, "".join(atomic.to_json(line) + "\n" for line in history).encode()
+            self.path / METRICS_FILE, "".join(atomic.to_json(line) + "\n" for line in history).encode()
         )
 
     def append_metrics(self, line: dict[str, Any]) -> None:
-        with open(self.path / METRICS, "a") as handle:
+        with open(self.path / METRICS_FILE, "a") as handle:
             handle.write(atomic.to_json(line) + "\n")
 
     def write_status(self, state: str, **fields: Any) -> None:
-        atomic.write_json(self.path / STATUS, {"state": state, "updated": time.time(), **fields})
+        atomic.write_json(self.path / STATUS_FILE, {"state": state, "updated": time.time(), **fields})
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        atomic.write_json(self.path / SUMMARY, summary)
+        atomic.write_json(self.path / SUMMARY_FILE, summary)
 
     def status(self) -> dict[str, Any] | None:
-        return _read(self.path / STATUS)
+        return _read(self.path / STATUS_FILE)
 
     def summary(self) -> dict[str, Any] | None:
-        return _read(self.path / SUMMARY)
+        return _read(self.path / SUMMARY_FILE)
 
     def completed(self, config_hash: str) -> dict[str, Any] | None:
         """The summary of a finished run with this config hash in this folder, if there is one."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainer.contract import AIRBENCH, RESNET9
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -28,8 +30,8 @@ class Recipe:
 # airbench94's recipe (lr 11.5, weight decay 0.0153 in its batch-normalised units) converted to
 # the convention above at its batch size of 1024.
 RECIPES = {
-    "airbench": Recipe(1.5, 0.85, 1.33e-3, 0.2, 10, 64.0, (0.2, 0.23, 0.07), True, 3),
-    "resnet9": Recipe(0.4, 0.9, 5e-4, 0.2, 24, 1.0, (0.0, 5 / 24, 0.0), False, 0),
+    AIRBENCH: Recipe(1.5, 0.85, 1.33e-3, 0.2, 10, 64.0, (0.2, 0.23, 0.07), True, 3),
+    RESNET9: Recipe(0.4, 0.9, 5e-4, 0.2, 24, 1.0, (0.0, 5 / 24, 0.0), False, 0),
 }
 
 
@@ -132,11 +134,11 @@ class ResNet9(nn.Sequential):
 
 def build(name: str, width: int, whitening_images: torch.Tensor) -> nn.Module:
     """The named network; airbench's stem is fitted to `whitening_images` (normalised, on CPU)."""
-    if name == "airbench":
+    if name == AIRBENCH:
         net = Airbench(width)
         net.init_whitening(whitening_images)
         return net
-    if name == "resnet9":
+    if name == RESNET9:
         return ResNet9(width)
     raise ValueError(f"unknown model {name!r}; use airbench or resnet9")
 

@@ -6,18 +6,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.metrics import SUMMARY
+from trainer.contract import SUMMARY_FILE
 from trainer.sweep import PARAMETERS, SweepError
 
 
 def collect(sweep_dir: Path) -> list[dict[str, Any]]:
     """Summaries of the finished runs under `sweep_dir/<index>/`, best test accuracy first."""
     rows = []
-    for path in sorted(sweep_dir.glob(f"*/{SUMMARY}")):
+    for path in sorted(sweep_dir.glob(f"*/{SUMMARY_FILE}")):
         summary = json.loads(path.read_text())
         rows.append({"run": path.parent.name, **summary})
     if not rows:
-        raise SweepError(f"no finished runs under {sweep_dir} (looked for */{SUMMARY})")
+        raise SweepError(f"no finished runs under {sweep_dir} (looked for */{SUMMARY_FILE})")
     return sorted(rows, key=lambda row: (-row["best_test_acc"], row["run"]))
 
 

@@ -25,9 +25,10 @@ from torch import nn
 
 from trainer import checkpoint, data, distributed, handoff, plots, readiness
 from trainer.config import ConfigurationError, TrainConfig, code_hash
+from trainer.contract import CURVES_FILE
 from trainer.errors import RunFailed
 from trainer.loader import PAD, Shard, TrainLoader, few_steps_warning, normalise, to_device, translate
-from trainer.metrics import CURVES, RunFolder, progress_line
+from trainer.metrics import RunFolder, progress_line
 from trainer.model import RECIPES, build, param_groups
 
 SIGTERM_EXIT = 128 + signal.SIGTERM
@@ -437,7 +438,7 @@ class Run:
                 self.where.target_accuracy,
                 self.config.label_smoothing,
             )
-            plots.curves(p.history, self.folder.path / CURVES, labels)
+            plots.curves(p.history, self.folder.path / CURVES_FILE, labels)
             self.report_status("complete", best_test_acc=summary["best_test_acc"], final_test_acc=final_acc)
             print(
                 f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%),"

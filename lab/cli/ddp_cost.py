@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from lab.config import Model
+from lab.config import Compression, Model
 
 BYTES_PER_FP32 = 4
 # Below this share of the compute time the all-reduce hides behind backward and barely costs anything.
@@ -35,7 +35,7 @@ class Advice(StrEnum):
     SPREAD = "spread"  # the link keeps up: one rank per node
     COMPRESS = "compress"  # fp16/bf16 gradients (half the bytes) make the link keep up
     PACK = "pack"  # the link cannot keep up, but one node holds every rank
-    POWERSGD = "powersgd"  # the link cannot keep up and nothing packs: low-rank compression
+    POWERSGD = Compression.POWERSGD.value  # the link cannot keep up and nothing packs: low-rank compression
 
 
 def ring_allreduce_seconds(gradient_bytes: float, world_size: int, bits_per_second: float) -> float:

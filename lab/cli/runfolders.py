@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# trainer/contract.py's names, written out because this file travels alone; tests/test_contract.py
+# holds them equal.
+STATUS_FILE, SUMMARY_FILE, METRICS_FILE = RUN_FILES = ("status.json", "summary.json", "metrics.jsonl")
 SKIPPED = {"checkpoints"}
 
 
@@ -38,16 +41,16 @@ def _last_metrics(path: Path) -> tuple[dict[str, Any] | None, int]:
 
 
 def _is_run(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in ("status.json", "summary.json", "metrics.jsonl"))
+    return any((folder / name).is_file() for name in RUN_FILES)
 
 
 def read_run(folder: Path, root: Path) -> dict[str, Any]:
-    last, epochs_logged = _last_metrics(folder / "metrics.jsonl")
+    last, epochs_logged = _last_metrics(folder / METRICS_FILE)
     return {
         "name": folder.name,
         "path": str(folder.relative_to(root)),
-        "status": _json(folder / "status.json"),
-        "summary": _json(folder / "summary.json"),
+        "status": _json(folder / STATUS_FILE),
+        "summary": _json(folder / SUMMARY_FILE),
         "last_metrics": last,
         "epochs_logged": epochs_logged,
         "plots": sorted(str(p.relative_to(root)) for p in folder.glob("*.png")),

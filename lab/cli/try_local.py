@@ -38,6 +38,7 @@ from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout
 from lab.validate import validate
+from trainer import contract
 from trainer.data import FOLDER, TEST_FILE, TRAIN_FILES
 
 # Its own machines and addresses, apart from the test machines the integration tests use.
@@ -268,9 +269,10 @@ def _hand_over(folder: Path) -> None:
 
 
 def _summary_line(run_folder: Path) -> str:
-    summary: dict[str, Any] = json.loads((run_folder / "summary.json").read_text())
+    summary: dict[str, Any] = json.loads((run_folder / contract.SUMMARY_FILE).read_text())
+    backend = summary.get("backend", contract.GLOO)
     return (
-        f"{summary['world_size']} ranks ({summary.get('backend', 'gloo')}), {summary['epochs']} epochs:"
+        f"{summary['world_size']} ranks ({backend}), {summary['epochs']} epochs:"
         f" test accuracy {summary['final_test_acc']:.2%} (best {summary['best_test_acc']:.2%}),"
         f" {summary['wall_seconds']:.0f} s of training"
     )

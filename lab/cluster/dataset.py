@@ -10,10 +10,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.image import TrainerImage
-from lab.cluster.pods import DATA_DIR, claim_volume, mount, pod_security, trainer_container
+from lab.cluster.pods import claim_volume, mount, pod_security, trainer_container
 from lab.cluster.scope import Scope
 from lab.cluster.security import SIZES, harden
 from lab.cluster.storage import DATASETS, Storage
+from trainer import contract
 
 APP = "trainer"
 COMPONENT = "dataset"
@@ -23,8 +24,8 @@ DOWNLOAD_TIMEOUT = "30m"
 def declare_dataset(scope: Scope, storage: Storage, image: TrainerImage) -> k8s.batch.v1.Job:
     container = trainer_container(
         image.reference,
-        ["data", "download", "--dir", DATA_DIR],
-        [mount("data", DATA_DIR)],
+        ["data", "download", "--dir", contract.DATA_MOUNT],
+        [mount("data", contract.DATA_MOUNT)],
         resources=SIZES["dataset"].resources(),
     )
     return k8s.batch.v1.Job(

@@ -30,12 +30,11 @@ import pulumi_kubernetes as k8s
 
 from lab.cluster import dataset, image, registry, training
 from lab.cluster.scope import Scope
+from lab.config import EPHEMERAL_PORTS
 from lab.kubeconfig import API_PORT
 
 APP = "k8scifar"
 COMPONENT = "network-policy"
-# Linux's default ip_local_port_range: where NCCL's and Gloo's listening sockets are bound.
-EPHEMERAL_PORTS = (32768, 60999)
 DNS_PORT = 53
 WEB_PORTS = (80, 443)
 NOT_INTERNET = {

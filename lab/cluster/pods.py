@@ -13,9 +13,7 @@ from lab.cluster import security
 from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.storage import DATASETS, RUNS, Storage
 from lab.config import LabConfig
-
-DATA_DIR = "/data"
-RUNS_DIR = "/runs"
+from trainer import contract
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
@@ -55,7 +53,11 @@ def training_volumes(storage: Storage) -> list[dict[str, Any]]:
 
 
 def training_mounts() -> list[dict[str, Any]]:
-    return [mount("data", DATA_DIR, read_only=True), mount("runs", RUNS_DIR), mount("shm", "/dev/shm")]
+    return [
+        mount("data", contract.DATA_MOUNT, read_only=True),
+        mount("runs", contract.RUNS_MOUNT),
+        mount("shm", "/dev/shm"),
+    ]
 
 
 def gpu_pod_fields(lab: LabConfig) -> dict[str, Any]:
@@ -114,7 +116,7 @@ def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> li
     t = lab.trainer
     args = [
         "train",
-        "--data", DATA_DIR,
+        "--data", contract.DATA_MOUNT,
         "--require-cifar10",  # never a synthetic set's manifest: whoever writes the share could write one
         "--runs", runs,
         "--run-name", run_name,

@@ -18,7 +18,6 @@ import pulumi_kubernetes as k8s
 from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
-    RUNS_DIR,
     mount,
     train_args,
     trainer_container,
@@ -29,6 +28,7 @@ from lab.cluster.pods import (
 from lab.cluster.scope import Scope
 from lab.cluster.storage import Storage
 from lab.config import LabConfig
+from trainer import contract
 from trainer.sweep import sweep_file, sweep_file_text
 
 APP = "trainer"
@@ -54,17 +54,17 @@ def sweep_name(content: dict[str, Any], image_tag: str) -> str:
 def _container(lab: LabConfig, image: TrainerImage, name: str) -> dict[str, Any]:
     # The trainer reads its set's index from JOB_COMPLETION_INDEX, which the Job controller sets,
     # and writes it to <runs>/<run name>/<index>: one folder per set under the sweep's folder.
-    args = train_args(lab, RUNS_DIR, name, on_complete="exit")
+    args = train_args(lab, contract.RUNS_MOUNT, name, on_complete="exit")
     return trainer_container(
         image.reference,
         [*args, "--sweep", f"{SWEEP_DIR}/{SWEEP_FILE_KEY}"],
         [*training_mounts(), mount("sweep", SWEEP_DIR, read_only=True)],
         # Each set trains alone: a world of one rank, its store on the pod's loopback.
         env=[
-            {"name": "MASTER_ADDR", "value": "127.0.0.1"},
-            {"name": "MASTER_PORT", "value": str(lab.trainer.port)},
-            {"name": "WORLD_SIZE", "value": "1"},
-            {"name": "RANK", "value": "0"},
+            {"name": contract.MASTER_ADDR, "value": "127.0.0.1"},
+            {"name": contract.MASTER_PORT, "value": str(lab.trainer.port)},
+            {"name": contract.WORLD_SIZE, "value": "1"},
+            {"name": contract.RANK, "value": "0"},
         ],
     )
 

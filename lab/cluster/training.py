@@ -20,7 +20,6 @@ import pulumi_kubernetes as k8s
 from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
-    RUNS_DIR,
     field_env,
     mount,
     train_args,
@@ -33,6 +32,7 @@ from lab.cluster.release import ReleaseRights, declare_release_rights
 from lab.cluster.scope import Scope, kubernetes_minor
 from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
+from trainer import contract
 
 APP = "trainer"
 COMPONENT = "training"
@@ -100,16 +100,16 @@ def master_address(lab: LabConfig) -> str:
 
 def _rank_env(lab: LabConfig) -> list[dict[str, Any]]:
     env = [
-        {"name": "MASTER_ADDR", "value": master_address(lab)},
-        {"name": "MASTER_PORT", "value": str(lab.trainer.port)},
-        {"name": "WORLD_SIZE", "value": str(lab.replicas)},
+        {"name": contract.MASTER_ADDR, "value": master_address(lab)},
+        {"name": contract.MASTER_PORT, "value": str(lab.trainer.port)},
+        {"name": contract.WORLD_SIZE, "value": str(lab.replicas)},
         # Older clusters have no pod-index label; the trainer then reads the ordinal off the name.
-        field_env("POD_NAME", "metadata.name"),
+        field_env(contract.POD_NAME, "metadata.name"),
         # The kubelet expands $(POD_NAME), declared above, into this pod's own DNS name.
-        {"name": "LAB_LOCAL_ADDR", "value": pod_address(lab, "$(POD_NAME)")},
+        {"name": contract.LAB_LOCAL_ADDR, "value": pod_address(lab, f"$({contract.POD_NAME})")},
     ]
     if kubernetes_minor(lab) >= POD_INDEX_LABEL_MINOR:
-        env.append(field_env("RANK", f"metadata.labels['{POD_INDEX_LABEL}']"))
+        env.append(field_env(contract.RANK, f"metadata.labels['{POD_INDEX_LABEL}']"))
     return env
 
 
@@ -117,14 +117,13 @@ def _network(lab: LabConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Pod fields and environment for the collectives' network: the host's NICs or the pod's."""
     if not lab.trainer.host_network:
         return {}, [
-            {"name": "NCCL_SOCKET_IFNAME", "value": POD_NETWORK_INTERFACE},
-            {"name": "GLOO_SOCKET_IFNAME", "value": POD_NETWORK_INTERFACE},
+            {"name": name, "value": POD_NETWORK_INTERFACE} for name in contract.SOCKET_IFNAME_VARIABLES
         ]
     # On the host network each node has its own interface name; the trainer picks its node's.
     interfaces = ",".join(f"{n.name}={n.interface}" for n in lab.nodes if n.interface)
-    env = [field_env("NODE_NAME", "spec.nodeName")]
+    env = [field_env(contract.NODE_NAME, "spec.nodeName")]
     if interfaces:
-        env.append({"name": "LAB_SOCKET_IFNAMES", "value": interfaces})
+        env.append({"name": contract.LAB_SOCKET_IFNAMES, "value": interfaces})
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}, env
 
 
@@ -137,7 +136,7 @@ def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
 
 def launch_args(lab: LabConfig, name: str) -> list[str]:
     """The pod's arguments: torchrun (one node per pod) around the trainer's `train`."""
-    train = train_args(lab, RUNS_DIR, name, on_complete="release")
+    train = train_args(lab, contract.RUNS_MOUNT, name, on_complete="release")
     return ["launch", "--max-restarts", str(MAX_RESTARTS), "--", *train, "--ready-file", READY_FILE]
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from lab.testbed import network, processes
 from lab.testbed.commands import TestbedError
 from lab.testbed.layout import Layout
+from trainer import contract
 from trainer.launch import worker_environment
 
 RDZV_PORT = 29400
@@ -44,7 +45,7 @@ def small_run(data: Path, runs: Path, name: str, epochs: int = 4) -> list[str]:
     seconds per epoch of a few thousand images on 2 cores."""
     return [
         "--data", str(data), "--runs", str(runs), "--run-name", name, "--epochs", str(epochs),
-        "--width", "16", "--batch-size", "256", "--threads", "1", "--tta", "0", "--backend", "gloo",
+        "--width", "16", "--batch-size", "256", "--threads", "1", "--tta", "0", "--backend", contract.GLOO,
     ]  # fmt: skip
 
 
@@ -94,7 +95,8 @@ class DdpJob:
         ]  # fmt: skip
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "PET_", "RANK", "WORLD_"))}
+        inherited = ("MASTER_", "PET_", contract.RANK, "WORLD_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(inherited)}
         env.update(
             GLOO_SOCKET_IFNAME=network.GUEST_LINK,  # the namespace's only link besides loopback
             LAB_COLLECTIVE_TIMEOUT=str(self.collective_timeout_s),

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.config import Distribution
+from lab.inventory import cluster_network_vars
 from tests.hosts.local_play import run_tasks
 
 # ufw's answers the module reads (`--version`, `status verbose`); a rule is kept as the words of
@@ -35,8 +37,10 @@ def _firewall(tmp_path: Path, state: str, run: str) -> list[str]:
         "prereq_firewall_state": state,
         "lab_state_dir": str(tmp_path / "state"),
         "lab_distribution": "k3s",
+        **cluster_network_vars(Distribution.K3S),
         "lab_registry_port": 30500,
         "lab_trainer_port": 29500,
+        "lab_trainer_host_network": True,
     }
     environment = {"LAB_TEST_UFW_RULES": str(tmp_path / "rules")}
     done = run_tasks("prereq", "firewall.yml", tmp_path / run, variables, {"ufw": UFW}, environment)

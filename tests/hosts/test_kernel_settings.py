@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.config import Distribution
+from lab.inventory import cluster_network_vars
 from tests.hosts.local_play import run_tasks
 
 RECORDING = 'echo "$(basename "$0") $*" >> "$LAB_TEST_CALLS"'
@@ -25,6 +27,7 @@ def test_reset_restores_settings_and_unloads_what_the_lab_loaded(tmp_path: Path)
     variables = {
         "lab_state_dir": str(state),
         "lab_distribution": "k3s",
+        **cluster_network_vars(Distribution.K3S),
         "lab_registry_port": 30500,
         "lab_trainer_port": 29500,
         "prereq_sysctl_file": str(tmp_path / "90-k8scifar.conf"),
