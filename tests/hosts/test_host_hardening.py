@@ -31,11 +31,18 @@ from tests.shipped import shipped_stacks
 STACKS = shipped_stacks()
 ROLES = ANSIBLE_DIR / "roles"
 # ufw as the role sees it: active, a version that takes comments; every other call is recorded.
+# It logs each rule command and keeps the rules, so that `status` changes as ufw's does and the
+# module reports a change (which the role records, and reset reads back).
 FAKE_UFW = """\
+rules="$FAKE_LOG.rules"
+touch "$rules"
+rule=$(echo "$*" | sed -e 's/^delete //' -e "s/ comment .*//")
 case "$1" in
   --version) echo "ufw 0.36.2" ;;
-  status) echo "Status: active" ;;
-  *) echo "$*" >> "$FAKE_LOG" ;;
+  status) echo "Status: active"; cat "$rules" ;;
+  delete) echo "$*" >> "$FAKE_LOG"; grep -vxF -- "$rule" "$rules" > "$rules.new" || true
+    mv "$rules.new" "$rules" ;;
+  *) echo "$*" >> "$FAKE_LOG"; grep -qxF -- "$rule" "$rules" || echo "$rule" >> "$rules" ;;
 esac
 """
 # The shape of the toolkit package's config.toml: commented defaults at the top, then tables.
@@ -123,7 +130,11 @@ class HostFiles:
         return (self.out / node / name).read_text()
 
 
-def render_host_files(stack: str, work: Path, state: str = "present") -> HostFiles:
+def render_host_files(
+    stack: str, work: Path, state: str = "present", record: Path | None = None
+) -> HostFiles:
+    """The roles' host files for `stack`; `record`: the lab's record of an earlier run on the same
+    nodes (reset closes only the rules that record names), else a new one in `work`."""
     lab = load_stack(stack)
     work.mkdir(parents=True)
     inventory = build_inventory(lab, work / "known_hosts")
@@ -132,7 +143,17 @@ def render_host_files(stack: str, work: Path, state: str = "present") -> HostFil
     play = PLAY.format(
         state=state, toolkit=json.dumps(TOOLKIT_CONFIG), defaults=json.dumps(defaults), roles=ROLES
     )
-    variables = {"lab_stack": stack, "lab_test_out": str(work / "out"), "ansible_become": False}
+    # The lab's record of what it added lives under lab_state_dir, root's /var/lib/k8scifar on a node.
+    if record is None:
+        record = work / "state"
+        for node in lab.nodes:  # one record per node, as each node keeps its own
+            (record / node.name).mkdir(parents=True)
+    variables = {
+        "lab_stack": stack,
+        "lab_test_out": str(work / "out"),
+        "lab_state_dir": f"{record}/{{{{ inventory_hostname }}}}",
+        "ansible_become": False,
+    }
     # exportfs: the handler that re-exports after the exports file changes.
     done = run_play(work, play, inventory, variables, fakes={"ufw": FAKE_UFW, "exportfs": "exit 0"})
     if done.returncode != 0:
@@ -209,7 +230,7 @@ def test_the_firewall_check_catches_openings_to_anyone_and_unused_ports() -> Non
 
 def test_reset_deletes_exactly_the_rules_it_made(rendered: dict[str, HostFiles], tmp_path: Path) -> None:
     opened = rendered["example-kubeadm"]
-    closed = render_host_files("example-kubeadm", tmp_path / "close", state="absent")
+    closed = render_host_files("example-kubeadm", tmp_path / "close", "absent", opened.out.parent / "state")
     for node in opened.lab.nodes:
         assert [f"delete {call}" for call in opened.ufw(node.name)] == closed.ufw(node.name)
 
