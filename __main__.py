@@ -22,15 +22,10 @@ pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
 # operator's default one, so nothing is declared there.
 if lab.installs_kubernetes:
     provider = hosts.kubernetes_provider(bootstrap, pulumi.get_stack())
-    cluster = Cluster("lab", lab, provider, context).outputs
-    pulumi.export("image", cluster.image)
-    pulumi.export("run", cluster.run_name)
-    pulumi.export("results", cluster.results)
-    pulumi.export("follow", cluster.follow)
+    for name, value in Cluster("lab", lab, provider, context).outputs.exports().items():
+        pulumi.export(name, value)
     # `pulumi up` returns once every rank trains; this follows the run to its end.
     pulumi.export("wait", f"labctl wait --stack {pulumi.get_stack()}")
-    if cluster.sweep_results:
-        pulumi.export("sweepResults", cluster.sweep_results)
 
 pulumi.export("nodes", {n.name: {"address": n.address, "role": n.role, "gpus": n.gpus} for n in lab.nodes})
 pulumi.export("registry", lab.registry_endpoint)

@@ -86,6 +86,8 @@ class ProgramRun:
     resources: list[Registered] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
+    # What each component passed to register_outputs, by the component's URN.
+    component_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Stand-in image digests the program read back from the build's ConfigMaps, each with the
     # ConfigMap's id (`namespace/trainer-image-<tag>`): no build ran, so no real digest exists.
     stand_in_digests: dict[str, str] = field(default_factory=dict)
@@ -139,6 +141,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 )
             )
         return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        self.run.component_outputs[request.urn] = rpc.deserialize_properties(request.outputs)
+        return super().RegisterResourceOutputs(request)
 
 
 def fake_digest(config_map_id: str) -> str:

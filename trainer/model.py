@@ -14,24 +14,61 @@ from torch import nn
 from trainer.contract import AIRBENCH, RESNET9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
-    lr: float
-    momentum: float
-    weight_decay: float
-    label_smoothing: float
-    epochs: int
-    bias_scale: float  # learning-rate multiplier of biases (BatchNorm and whitening)
-    schedule: tuple[float, float, float]  # lr multiplier at the start, peak position (fraction), end
-    lookahead: bool
+    """A model's defaults, each in the unit its comment names (the module's convention above)."""
+
+    lr: float  # peak rate of torch.optim.SGD on the batch-mean loss, per step
+    momentum: float  # Nesterov momentum, dimensionless
+    weight_decay: float  # torch.optim.SGD's coupled decay: each step shrinks weights by lr * weight_decay
+    label_smoothing: float  # probability mass spread over the other classes
+    epochs: int  # passes over the training split
+    bias_scale: float  # rate multiplier of biases (BatchNorm and whitening); their decay is divided by it
+    schedule: tuple[float, float, float]  # rate multiplier at start, peak position (fraction of steps), end
+    lookahead: bool  # average the weights every few steps (trainer.train.Lookahead)
     whiten_bias_epochs: int  # epochs the whitening layer's bias trains; 0: no whitening layer
 
 
-# airbench94's recipe (lr 11.5, weight decay 0.0153 in its batch-normalised units) converted to
-# the convention above at its batch size of 1024.
+def from_airbench94(lr: float, weight_decay: float, momentum: float, batch_size: int) -> tuple[float, float]:
+    """airbench94's (lr, weight decay) in this module's convention, at a global batch of `batch_size`.
+
+    airbench94 (KellerJordan/cifar10-airbench, airbench94.py, `hyp['opt']` and `main`) states both
+    per 1024 examples: it sums the loss over the batch, gives SGD the rate `lr / s` with
+    s = 1024 * (1 + 1 / (1 - momentum)) (the step Nesterov momentum takes on a constant gradient,
+    per 1024 examples), and SGD the decay `weight_decay * batch_size / lr`. On the batch-mean loss
+    the gradient is 1/batch_size of the summed one, so the same steps take the rate
+    lr * batch_size / s and the decay weight_decay / lr, whatever the batch.
+    """
+    steps_per_gradient = 1024 * (1 + 1 / (1 - momentum))
+    return lr * batch_size / steps_per_gradient, weight_decay / lr
+
+
+# airbench94's recipe (lr 11.5, weight decay 0.0153 per 1024 examples, momentum 0.85, batch 1024)
+# through from_airbench94, to three significant figures (1.5 and 1.33e-3); its 9.9 epochs rounded
+# up to whole epochs. The ResNet-9 row is cifar10-fast's, already in this convention.
 RECIPES = {
-    AIRBENCH: Recipe(1.5, 0.85, 1.33e-3, 0.2, 10, 64.0, (0.2, 0.23, 0.07), True, 3),
-    RESNET9: Recipe(0.4, 0.9, 5e-4, 0.2, 24, 1.0, (0.0, 5 / 24, 0.0), False, 0),
+    AIRBENCH: Recipe(
+        lr=1.5,
+        momentum=0.85,
+        weight_decay=1.33e-3,
+        label_smoothing=0.2,
+        epochs=10,
+        bias_scale=64.0,
+        schedule=(0.2, 0.23, 0.07),
+        lookahead=True,
+        whiten_bias_epochs=3,
+    ),
+    RESNET9: Recipe(
+        lr=0.4,
+        momentum=0.9,
+        weight_decay=5e-4,
+        label_smoothing=0.2,
+        epochs=24,
+        bias_scale=1.0,
+        schedule=(0.0, 5 / 24, 0.0),
+        lookahead=False,
+        whiten_bias_epochs=0,
+    ),
 }
 
 

@@ -22,21 +22,27 @@ from lab.cluster.namespace import declare_namespaces
 from lab.cluster.network_policy import declare_network_policies
 from lab.cluster.registry import declare_registry
 from lab.cluster.scope import Scope
-from lab.cluster.storage import RUNS, declare_storage, export_path
+from lab.cluster.storage import RUNS, declare_storage
 from lab.cluster.sweep import declare_sweep
-from lab.cluster.training import declare_training
+from lab.cluster.training import RUN_ANNOTATION, declare_training
 from lab.config import LabConfig
 
 
 @dataclass(frozen=True)
 class ClusterOutputs:
-    """What the stack exports about the cluster: where things are and how to follow them."""
+    """What the stack exports about the cluster, read from the objects that were created: the image
+    the build pushed (by digest), the run the StatefulSet carries, the NFS export its results go to."""
 
     image: pulumi.Output[str]
-    run_name: str
-    results: str
-    follow: str
-    sweep_results: str | None
+    run: pulumi.Output[str]
+    results: pulumi.Output[str]
+    follow: pulumi.Output[str]
+    sweep_results: pulumi.Output[str] | None
+
+    def exports(self) -> dict[str, pulumi.Output[str]]:
+        """The outputs by the names the stack exports them under (a sweep's only when there is one)."""
+        named = {"image": self.image, "run": self.run, "results": self.results, "follow": self.follow}
+        return named | ({"sweepResults": self.sweep_results} if self.sweep_results is not None else {})
 
 
 class Cluster(pulumi.ComponentResource):
@@ -65,12 +71,14 @@ class Cluster(pulumi.ComponentResource):
         declare_network_policies(scope, build_scope, gpu_scope)
         training = declare_training(scope, storage, image, dataset, gang)
         sweep = declare_sweep(scope, storage, image, dataset, training.statefulset, gang)
-        share = f"{lab.nfs_server.address}:{export_path(scope, RUNS)}"
+        runs = storage.location(RUNS)
+        ranks = training.statefulset.metadata
+        run = ranks.annotations.apply(lambda annotations: annotations[RUN_ANNOTATION])
         self.outputs = ClusterOutputs(
             image=image.reference,
-            run_name=training.run_name,
-            results=f"{share}/{training.run_name}",
-            follow=f"kubectl -n {lab.namespace} logs -f {training.pod_zero}",
-            sweep_results=f"{share}/{sweep.name}" if sweep else None,
+            run=run,
+            results=pulumi.Output.concat(runs, "/", run),
+            follow=pulumi.Output.concat("kubectl -n ", ranks.namespace, " logs -f ", ranks.name, "-0"),
+            sweep_results=pulumi.Output.concat(runs, "/", sweep.job.metadata.name) if sweep else None,
         )
-        self.register_outputs({})
+        self.register_outputs(self.outputs.exports())

@@ -39,10 +39,16 @@ SHARES = (DATASETS, RUNS)
 @dataclass(frozen=True)
 class Storage:
     claims: dict[str, k8s.core.v1.PersistentVolumeClaim]
+    volumes: dict[str, k8s.core.v1.PersistentVolume]
 
     def claim_name(self, share: Share) -> pulumi.Output[str]:
         """The claim's name as an output, so whatever mounts it is created after it."""
         return self.claims[share.claim].metadata.name
+
+    def location(self, share: Share) -> pulumi.Output[str]:
+        """`server:path` of the NFS export the share's PersistentVolume was created with."""
+        nfs = self.volumes[share.claim].spec.nfs
+        return pulumi.Output.concat(nfs.server, ":", nfs.path)
 
 
 def volume_name(scope: Scope, share: Share) -> str:
@@ -54,7 +60,9 @@ def export_path(scope: Scope, share: Share) -> str:
     return f"{scope.lab.nfs.export_path}/{share.directory}"
 
 
-def _declare_share(scope: Scope, share: Share) -> k8s.core.v1.PersistentVolumeClaim:
+def _declare_share(
+    scope: Scope, share: Share
+) -> tuple[k8s.core.v1.PersistentVolume, k8s.core.v1.PersistentVolumeClaim]:
     access = ["ReadWriteMany"]
     volume = k8s.core.v1.PersistentVolume(
         f"{share.directory}-volume",
@@ -71,7 +79,7 @@ def _declare_share(scope: Scope, share: Share) -> k8s.core.v1.PersistentVolumeCl
         },
         opts=scope.opts(),
     )
-    return k8s.core.v1.PersistentVolumeClaim(
+    claim = k8s.core.v1.PersistentVolumeClaim(
         f"{share.directory}-claim",
         metadata=scope.metadata(share.claim, APP, COMPONENT),
         spec={
@@ -82,7 +90,12 @@ def _declare_share(scope: Scope, share: Share) -> k8s.core.v1.PersistentVolumeCl
         },
         opts=scope.opts(),
     )
+    return volume, claim
 
 
 def declare_storage(scope: Scope) -> Storage:
-    return Storage({share.claim: _declare_share(scope, share) for share in SHARES})
+    declared = {share.claim: _declare_share(scope, share) for share in SHARES}
+    return Storage(
+        claims={claim: pair[1] for claim, pair in declared.items()},
+        volumes={claim: pair[0] for claim, pair in declared.items()},
+    )

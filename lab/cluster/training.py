@@ -57,13 +57,7 @@ POD_NETWORK_INTERFACE = "eth0"
 class Training:
     service: k8s.core.v1.Service
     statefulset: k8s.apps.v1.StatefulSet
-    run_name: str
     rights: ReleaseRights
-
-    @property
-    def pod_zero(self) -> str:
-        """Rank 0's pod, the one that prints progress."""
-        return f"{NAME}-0"
 
 
 def run_name(lab: LabConfig, image_tag: str) -> str:
@@ -231,4 +225,4 @@ def declare_training(
             custom_timeouts=pulumi.CustomTimeouts(create=TRAINING_TIMEOUT, update=TRAINING_TIMEOUT),
         ),
     )
-    return Training(service, statefulset, name, rights)
+    return Training(service, statefulset, rights)

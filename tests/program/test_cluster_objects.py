@@ -172,6 +172,31 @@ def test_exports_say_where_everything_is() -> None:
     assert run.outputs["follow"] == "kubectl -n cifar logs -f trainer-0"
 
 
+@pytest.mark.parametrize("stack", ["example-kubeadm", "example-sweep"])
+def test_the_cluster_registers_what_its_objects_say_and_the_stack_exports_it(stack: str) -> None:
+    run = recorded(stack)
+    cluster = next(r for r in run.resources if r.type == "k8scifar:cluster:Cluster")
+    registered = run.component_outputs[cluster.urn]
+    assert registered == {name: run.outputs[name] for name in registered}, (
+        "exports are the registered outputs"
+    )
+    assert registered["image"].startswith(f"{load_stack(stack).registry_endpoint}/k8scifar/trainer@sha256:")
+    ranks = run.one("StatefulSet")
+    assert registered["run"] == ranks.inputs["metadata"]["annotations"]["k8scifar/run"]
+    nfs = next(v for v in run.of_kind("PersistentVolume") if name_of(v).endswith("-runs")).inputs["spec"][
+        "nfs"
+    ]
+    assert registered["results"] == f"{nfs['server']}:{nfs['path']}/{registered['run']}"
+    assert (
+        registered["follow"]
+        == f"kubectl -n {ranks.inputs['metadata']['namespace']} logs -f {name_of(ranks)}-0"
+    )
+    sweeps = [job for job in run.of_kind("Job") if job.name == "sweep"]
+    assert ("sweepResults" in registered) == bool(sweeps)
+    if sweeps:
+        assert registered["sweepResults"] == f"{nfs['server']}:{nfs['path']}/{name_of(sweeps[0])}"
+
+
 def _program_on_tree(tmp_path: Path, tree: Path) -> Path:
     main = tmp_path / "main.py"
     main.write_text(

@@ -8,7 +8,7 @@ import torch
 
 from trainer.config import ConfigurationError
 from trainer.data import Split
-from trainer.loader import PAD, Shard, TrainLoader, translate
+from trainer.loader import PAD, Shard, TrainLoader, flips, translate
 
 IMAGES = Split(
     images=np.random.default_rng(0).integers(0, 256, size=(96, 3, 32, 32), dtype=np.uint8),
@@ -58,3 +58,37 @@ def test_a_batch_that_does_not_divide_over_the_ranks_is_refused() -> None:
         _loader(0, 3)
     with pytest.raises(ConfigurationError, match="exceeds the 96 training images"):
         TrainLoader(IMAGES, torch.device("cpu"), 128, Shard(0, 1), seed=0, cutout=0)
+
+
+def test_alternating_flips_show_every_image_both_ways_across_two_epochs() -> None:
+    count = 1000
+    for epoch in (0, 1, 6):
+        this, following = flips(count, seed=5, epoch=epoch), flips(count, seed=5, epoch=epoch + 1)
+        assert torch.equal(this, ~following), f"epochs {epoch} and {epoch + 1} mirror complementary halves"
+        assert 400 < int(this.sum()) < 600, "a random half of the images, not all or none"
+    assert torch.equal(flips(count, seed=5, epoch=0), flips(count, seed=5, epoch=2))
+    assert not torch.equal(flips(count, seed=5, epoch=0), flips(count, seed=6, epoch=0)), (
+        "the half follows the seed"
+    )
+
+
+def test_the_loader_mirrors_by_the_alternating_plan() -> None:
+    """Two epochs' batches, translations undone by comparing the centre, hold each image once mirrored."""
+    seen: dict[int, set[bool]] = {}
+    loader = _loader(0, 1)
+    source = torch.from_numpy(IMAGES.images)
+    for epoch in (4, 5):
+        for images, _ in loader.batches(epoch):
+            for image in images:
+                centre = image[:, PAD * 2 : -PAD * 2, PAD * 2 : -PAD * 2]
+                for index, original in enumerate(source):
+                    for mirrored in (False, True):
+                        view = original.flip(2) if mirrored else original
+                        if any(
+                            torch.equal(centre, view[:, PAD + dy : PAD + dy + 24, PAD + dx : PAD + dx + 24])
+                            for dy in range(2 * PAD + 1)
+                            for dx in range(2 * PAD + 1)
+                        ):
+                            seen.setdefault(index, set()).add(mirrored)
+    assert {index: sides for index, sides in seen.items() if sides != {False, True}} == {}
+    assert len(seen) == len(source)
