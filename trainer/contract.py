@@ -29,6 +29,11 @@ SOCKET_IFNAME_VARIABLES = (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)
 
 # Where a trainer pod finds the dataset (read-only) and writes its run folders.
 DATA_MOUNT = "/data"
+# The dataset under it, in CIFAR-10's own python layout (www.cs.toronto.edu/~kriz/cifar.html).
+DATASET_FOLDER = "cifar-10-batches-py"
+TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
+TEST_FILE = "test_batch"
+META_FILE = "batches.meta"
 RUNS_MOUNT = "/runs"
 
 # A run folder: a line per epoch, the live status, the final summary, the curves, and the

@@ -19,12 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from trainer.contract import DATASET_FOLDER, META_FILE, TEST_FILE, TRAIN_FILES
 from trainer.errors import TrainerError
 
-FOLDER = "cifar-10-batches-py"
-TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
-TEST_FILE = "test_batch"
-META_FILE = "batches.meta"
+FOLDER = DATASET_FOLDER
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 ROW = 3 * 32 * 32
 # Written by `data synthetic` next to its batches: "<sha256>  <file name>" per line (sha256sum's format).

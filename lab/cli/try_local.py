@@ -39,7 +39,8 @@ from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout
 from lab.validate import validate
 from trainer import contract
-from trainer.data import FOLDER, TEST_FILE, TRAIN_FILES
+from trainer.contract import DATASET_FOLDER as FOLDER
+from trainer.contract import TEST_FILE, TRAIN_FILES
 
 # Its own machines and addresses, apart from the test machines the integration tests use.
 TESTBED_NAME = "try"

@@ -111,13 +111,18 @@ def training_pod(
     )
 
 
+# Pods hold the dataset to CIFAR-10's published sums, never a synthetic set's manifest: whoever
+# can write the share could write a manifest too.
+REQUIRE_CIFAR10 = "--require-cifar10"
+
+
 def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> list[str]:
     """The trainer's `train` subcommand with the stack's settings."""
     t = lab.trainer
     args = [
         "train",
         "--data", contract.DATA_MOUNT,
-        "--require-cifar10",  # never a synthetic set's manifest: whoever writes the share could write one
+        REQUIRE_CIFAR10,
         "--runs", runs,
         "--run-name", run_name,
         "--model", t.model.value,

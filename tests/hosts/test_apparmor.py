@@ -74,7 +74,8 @@ def test_abi_4_adds_only_the_userns_rule(profiles: dict[str, str]) -> None:
 def test_the_build_pod_names_the_profile_the_nodes_load(profiles: dict[str, str]) -> None:
     (name,) = re.findall(r"^profile (\S+) ", profiles["4.0"], flags=re.MULTILINE)
     build = next(r for r in run_program("example-cpu").of_kind("Job") if r.name == "trainer-build")
-    assert containers(build)[-1]["securityContext"]["appArmorProfile"] == {
+    buildkit = next(c for c in containers(build) if c["name"] == "buildkit")
+    assert buildkit["securityContext"]["appArmorProfile"] == {
         "type": "Localhost",
         "localhostProfile": name,
     }

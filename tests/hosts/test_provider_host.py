@@ -35,13 +35,18 @@ LAB = {
     ]
 }
 PASSPHRASE = "Passphrase-SECRET-MARKER"
+# The state in the checkout's own .lab/, as on an operator's machine (the suite otherwise keeps it
+# in a temporary folder): where it lives after a move is what these tests are about.
+CHECKOUT_STATE = {"K8SCIFAR_STATE_DIR": ""}
 # A fake ssh that records how Ansible called it and fails like an unreachable host.
 FAKE_SSH = '#!/bin/sh\necho "$@" >> "$(dirname "$0")/ssh-calls"\nexit 255\n'
 
 
 def _checkout(root: Path) -> Path:
-    """A checkout of the lab at `root`: its Python package, and the throw-away Ansible tree."""
-    shutil.copytree(REPO / "lab", root / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    """A checkout of the lab at `root`: its Python packages (lab imports the trainer's rules), and
+    the throw-away Ansible tree."""
+    for package in ("lab", "trainer"):
+        shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     make_ansible_dir(root / "ansible", site=SITE, reset=RESET)
     return root
 
@@ -62,7 +67,7 @@ def _inputs(checkout: Path, inventory: dict | None) -> dict:
         text=True,
         check=True,
         cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout)},
+        env={**os.environ, "PYTHONPATH": str(checkout), **CHECKOUT_STATE},
     )
     return json.loads(done.stdout)
 
@@ -72,7 +77,8 @@ def _host(checkout: Path, tmp_path: Path, **env: str) -> AbstractContextManager[
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
     credentials = {"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PULUMI_ACCESS_TOKEN": PASSPHRASE}
-    return provider_host(HostBootstrapProvider(), elsewhere, checkout, {**credentials, **env})
+    environment = {**credentials, **CHECKOUT_STATE, **env}
+    return provider_host(HostBootstrapProvider(), elsewhere, checkout, environment)
 
 
 def _create(host: ProviderHost, inputs: dict) -> tuple[str, dict, dict]:
