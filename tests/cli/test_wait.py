@@ -14,6 +14,7 @@ from lab.build_context import build_context
 from lab.cluster.training import run_name
 from lab.config import load_stack
 from tests.cli.conftest import TINY, _trainer, labctl
+from tests.trainer.test_failures import diverge_after_first_epoch
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -48,20 +49,21 @@ def test_wait_follows_a_training_run_to_completion(data: Path, tmp_path: Path) -
 
 def test_wait_reports_a_failed_run_with_the_trainers_reason(data: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    first = subprocess.run(_train(data, runs, "clash", "--epochs", "1"), capture_output=True, check=False)
+    first = subprocess.run(_train(data, runs, "diverged", "--epochs", "2"), capture_output=True, check=False)
     assert first.returncode == 0, first.stderr
-    # The same folder with other hyperparameters: the trainer refuses the checkpoint and records it.
-    second = subprocess.run(_train(data, runs, "clash", "--epochs", "2", "--seed", "7"), capture_output=True)
+    # Resumed after epoch 1 into NaN weights, the run diverges: the trainer records it as failed.
+    diverge_after_first_epoch(runs / "diverged")
+    second = subprocess.run(_train(data, runs, "diverged", "--epochs", "2"), capture_output=True)
     assert second.returncode != 0
-    assert json.loads((runs / "clash" / "status.json").read_text())["state"] == "failed"
+    assert json.loads((runs / "diverged" / "status.json").read_text())["state"] == "failed"
     result = labctl(
-        "wait", "--stack", "example-cpu", "--runs-dir", runs, "--run", "clash",
+        "wait", "--stack", "example-cpu", "--runs-dir", runs, "--run", "diverged",
         "--interval", "0.2", "--failed-after", "1",
     )  # fmt: skip
     assert result.code == 1, (result.out, result.err)
     lines = result.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("labctl: run clash failed at epoch"), result.err
-    assert "different hyperparameters" in lines[0] and "Traceback" not in result.err
+    assert len(lines) == 1 and lines[0].startswith("labctl: run diverged failed at epoch"), result.err
+    assert "training diverged" in lines[0] and "Traceback" not in result.err
 
 
 def test_wait_names_the_run_the_stack_starts_and_gives_up_after_the_timeout(tmp_path: Path) -> None:

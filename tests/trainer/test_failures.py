@@ -42,7 +42,7 @@ def test_strict_json_is_written_or_nothing(tmp_path: Path) -> None:
         strict_json('{"loss": NaN}')
 
 
-def _diverge_after_first_epoch(run_dir: Path) -> None:
+def diverge_after_first_epoch(run_dir: Path) -> None:
     """Make a finished two-epoch run one that resumes after epoch 1 into weights that are NaN: a
     run that diverged (no learning rate the flags accept makes these small nets blow up at will)."""
     folder = run_dir / "checkpoints"
@@ -66,7 +66,7 @@ def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path
     args = ["train", "--data", dataset, "--runs", tmp_path, "--run-name", "nan", *TINY, "--epochs", "2"]
     assert run(torchrun(2, *args)).returncode == 0
     run_dir = tmp_path / "nan"
-    _diverge_after_first_epoch(run_dir)
+    diverge_after_first_epoch(run_dir)
     result = run(torchrun(2, *args))
     assert result.returncode != 0
     said = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
