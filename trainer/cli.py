@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from trainer import contract, sweep
-from trainer.errors import TrainerError, report
+from trainer.errors import ELASTIC_ERROR_FILE, TrainerError, report
 from trainer.hyperparameters import RULES, HyperparameterError
 
 
@@ -247,4 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except TrainerError as err:
-        return report(err)
+        code = report(err)
+        if os.environ.get(ELASTIC_ERROR_FILE):
+            # Under torchrun a failed rank's peers may already be gone, and tearing the process
+            # group down at interpreter exit can then abort (SIGABRT), which torchrun's summary
+            # would show instead of this exit code: the error is reported, so leave at once.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
