@@ -22,7 +22,6 @@ import numpy as np
 from trainer.contract import DATASET_FOLDER, META_FILE, TEST_FILE, TRAIN_FILES
 from trainer.errors import TrainerError
 
-FOLDER = DATASET_FOLDER
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 ROW = 3 * 32 * 32
 # Written by `data synthetic` next to its batches: "<sha256>  <file name>" per line (sha256sum's format).
@@ -52,7 +51,7 @@ def load(root: Path, train: bool, require_published: bool = False) -> Split:
     `require_published`: accept only CIFAR-10's own files, never a synthetic set's manifest
     (whoever can write the folder can write a manifest too).
     """
-    folder = root / FOLDER
+    folder = root / DATASET_FOLDER
     if not folder.is_dir():
         raise DataError(
             f"no CIFAR-10 dataset at {folder}; fetch it with `python -m trainer data download --dir {root}`"
@@ -153,7 +152,7 @@ def write_synthetic(root: Path, train: int, test: int, seed: int) -> Path:
         raise DataError(f"synthetic data needs at least {len(TRAIN_FILES)} training and 1 test image")
     rng = np.random.default_rng(seed)
     patterns = rng.uniform(40, 215, size=(len(CLASSES), 3, 4, 4))
-    folder = root / FOLDER
+    folder = root / DATASET_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     chunks = np.array_split(np.arange(train), len(TRAIN_FILES))
     for number, (name, chunk) in enumerate(zip(TRAIN_FILES, chunks, strict=True), start=1):
@@ -197,7 +196,7 @@ def _pickle(path: Path, content: dict) -> None:
 
 def verify(root: Path) -> list[str]:
     """Files under `root` that are missing or fail torchvision's MD5 sums (empty: all verified)."""
-    folder = root / FOLDER
+    folder = root / DATASET_FOLDER
     return [
         name
         for name, md5 in published_md5s().items()
@@ -211,7 +210,7 @@ def download(root: Path) -> str:
     from torchvision.datasets.utils import download_and_extract_archive
 
     if not verify(root):
-        return f"CIFAR-10 at {root / FOLDER} is present and verified; nothing to do"
+        return f"CIFAR-10 at {root / DATASET_FOLDER} is present and verified; nothing to do"
     root.mkdir(parents=True, exist_ok=True)
     try:
         download_and_extract_archive(CIFAR10.url, str(root), filename=CIFAR10.filename, md5=CIFAR10.tgz_md5)
@@ -224,4 +223,4 @@ def download(root: Path) -> str:
         raise DataError(
             f"downloaded CIFAR-10 fails its checksums for {', '.join(bad)}; delete {root} and retry"
         )
-    return f"CIFAR-10 downloaded into {root / FOLDER} and verified"
+    return f"CIFAR-10 downloaded into {root / DATASET_FOLDER} and verified"

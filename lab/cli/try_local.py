@@ -39,8 +39,7 @@ from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout
 from lab.validate import validate
 from trainer import contract
-from trainer.contract import DATASET_FOLDER as FOLDER
-from trainer.contract import TEST_FILE, TRAIN_FILES
+from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES
 
 # Its own machines and addresses, apart from the test machines the integration tests use.
 TESTBED_NAME = "try"
@@ -110,11 +109,11 @@ def layout() -> Layout:
 
 def _given_data(path: Path) -> Path:
     """The folder holding cifar-10-batches-py/ with every batch, whichever of the two was named."""
-    root = path.parent if path.name == FOLDER else path
-    missing = [name for name in (*TRAIN_FILES, TEST_FILE) if not (root / FOLDER / name).is_file()]
+    root = path.parent if path.name == DATASET_FOLDER else path
+    missing = [name for name in (*TRAIN_FILES, TEST_FILE) if not (root / DATASET_FOLDER / name).is_file()]
     if missing:
         raise CliError(
-            f"--data {path}: no CIFAR-10 python batches there (missing {FOLDER}/{missing[0]});"
+            f"--data {path}: no CIFAR-10 python batches there (missing {DATASET_FOLDER}/{missing[0]});"
             " name the folder that holds cifar-10-batches-py/ (from cifar-10-python.tar.gz)"
         )
     return root
@@ -206,10 +205,10 @@ def stacks_dir(lay: Layout) -> Path:
 def _dataset(args: argparse.Namespace, work: Path) -> Dataset:
     if args.data:
         root = _given_data(args.data)
-        return Dataset(root, True, f"CIFAR-10 from {root / FOLDER}")
+        return Dataset(root, True, f"CIFAR-10 from {root / DATASET_FOLDER}")
     reason = "--generated asked for it" if args.generated else _download()
     if reason is None:
-        return Dataset(DOWNLOADED, True, f"CIFAR-10, downloaded into {DOWNLOADED / FOLDER}")
+        return Dataset(DOWNLOADED, True, f"CIFAR-10, downloaded into {DOWNLOADED / DATASET_FOLDER}")
     train, test = GENERATED_IMAGES
     root = ddp.make_dataset(work / "data", train, test)
     return Dataset(
