@@ -3,23 +3,30 @@
 A tag can be moved to other content by whoever controls the repository; a digest names the
 content itself. The tag stays for people to read; the runtime pulls by the digest (a reference
 with both resolves by the digest). Each digest is the multi-platform index of that tag as
-published, as other projects pin it too (e.g. `registry:3.0.0@sha256:6c5666b8...`).
+published. Each digest is taken only where two published records of it agree, named beside it,
+so one mistyped or tampered page cannot move what the nodes run.
 """
 
 from __future__ import annotations
 
-# CNCF Distribution, the reference registry; 3.0 is the maintained line.
+# CNCF Distribution, the reference registry. Digest: the one unrelated projects agree on for
+# `registry:3.0.0` (CI scripts that start it for Helm OCI pushes and for image-inspection tests).
 REGISTRY_IMAGE = (
     "docker.io/library/registry:3.0.0@sha256:6c5666b861f3505b116bb9aa9b25175e71210414bd010d92035ff64018f9457e"
 )
 
 # Rootless BuildKit: builds from a Dockerfile in an unprivileged pod, no Docker daemon anywhere.
+# Digest: the v0.23.2-rootless index on Docker Hub, as a Renovate-maintained build file records it
+# for the tags `v0.23.2-rootless` and `buildx-stable-1-rootless` alike, and as other projects pin it.
 BUILDKIT_IMAGE = (
     "docker.io/moby/buildkit:v0.23.2-rootless"
     "@sha256:cab936745de5d673465948f1e93ff4d6e372bbe33f218afd3314eba45a6f85a9"
 )
 
-# NVIDIA's device plugin as a static DaemonSet (no GPU operator, no Helm).
+# NVIDIA's device plugin as a static DaemonSet (no GPU operator, no Helm). Digest: NVIDIA's own
+# GPU Operator v25.3.0, which ships device plugin v0.17.1, pins this image by it
+# (github.com/NVIDIA/gpu-operator, bundle/v25.3.0/manifests/gpu-operator-certified.clusterserviceversion.yaml,
+# DEVICE_PLUGIN_IMAGE), and other projects pin `k8s-device-plugin:v0.17.1` by the same digest.
 DEVICE_PLUGIN_IMAGE = (
     "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
     "@sha256:af31e2b7c7f89834c4e5219860def7ac2e49a207b3d4e8610d5a26772b7738e5"

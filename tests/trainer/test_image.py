@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
+import pytest
+
 from lab.config import Trainer
 from lab.locks import DEV_LOCK, TRAINER_LOCK, pins
 from tests.trainer.conftest import ROOT
@@ -20,11 +22,23 @@ def _requirements(text: str) -> list[str]:
     return [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+def _locked_python() -> str:
+    """The CPython minor release the locks are resolved for (scripts/lock.sh)."""
+    found = re.search(r"--python-version (\d+\.\d+)", (ROOT / "scripts" / "lock.sh").read_text())
+    assert found, "scripts/lock.sh names no --python-version"
+    return found.group(1)
+
+
 def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
     problems = []
     base = re.search(r"^FROM (\S+)", dockerfile, flags=re.MULTILINE)
-    if not base or not re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base.group(1)):
-        problems.append("the base image must be pinned to an exact version tag")
+    # An exact release tag for people to read, and the digest that is what gets pulled.
+    pinned = base and re.fullmatch(r"[\w./-]+:(\d+\.\d+)\.\d+[\w.-]*@sha256:[0-9a-f]{64}", base.group(1))
+    if not pinned:
+        problems.append("the base image must be pinned to an exact version tag and its digest")
+    elif pinned.group(1) != _locked_python():
+        # The locked wheels (cp311 and the like) install only on the Python they were resolved for.
+        problems.append(f"the base image's Python {pinned.group(1)} is not the locks' {_locked_python()}")
     if not re.search(rf"^USER {UID}(:{UID})?$", dockerfile, flags=re.MULTILINE):
         problems.append(f"the image must run as uid {UID}")
     # Pods run as the stack's trainer.uid, not always 1000: HOME must be writable by any uid.
@@ -61,6 +75,20 @@ def test_the_image_is_pinned_non_root_and_runs_the_trainer() -> None:
         DEV_LOCK.read_text(),
     )
     assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("base", "problem"),
+    [
+        ("python:3.11.16-slim-bookworm", "exact version tag and its digest"),  # a tag can be re-pushed
+        ("python@sha256:" + "c4" * 32, "exact version tag and its digest"),  # no release for people
+        ("python:3.12.11-slim-bookworm@sha256:" + "c4" * 32, "Python 3.12 is not the locks' 3.11"),
+    ],
+)
+def test_a_base_by_tag_alone_or_of_another_python_is_refused(base: str, problem: str) -> None:
+    dockerfile = re.sub(r"^FROM \S+", f"FROM {base}", (IMAGE / "Dockerfile").read_text(), flags=re.MULTILINE)
+    problems = image_problems(dockerfile, TRAINER_LOCK.read_text(), DEV_LOCK.read_text())
+    assert len(problems) == 1 and problem in problems[0], problems
 
 
 def test_the_image_check_catches_a_broken_dockerfile() -> None:
