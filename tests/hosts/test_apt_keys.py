@@ -79,11 +79,26 @@ def test_a_key_that_is_not_the_pinned_one_stops_the_role_before_apt_is_touched(
     variables = {
         "apt_signed_source_name": "lab-test",
         "apt_signed_source_uris": "https://example.org/deb",
+        "apt_signed_source_match": "example.org/deb",
         "apt_signed_source_key_url": f"{served}/key.asc",
         "apt_signed_source_fingerprint": "0" * 40,
     }
     done = run_tasks("apt_signed_source", "main.yml", tmp_path / "ansible", variables)
     assert done.returncode != 0
     assert f"has fingerprint {fingerprint}, not the pinned {'0' * 40}" in done.stdout
-    assert "Add the source" not in done.stdout
-    assert not Path("/etc/apt/sources.list.d/lab-test.sources").exists()
+    assert "TASK [apt_signed_source : Add the lab's source" not in done.stdout
+    assert not Path("/etc/apt/sources.list.d/k8scifar-lab-test.sources").exists()
+
+
+def test_a_source_without_its_match_is_refused_before_any_source_is_read(tmp_path: Path) -> None:
+    """An empty match would take every source of the machine for the repository's own."""
+    variables = {
+        "apt_signed_source_name": "lab-test",
+        "apt_signed_source_uris": "https://example.org/deb",
+        "apt_signed_source_key_url": "https://example.org/key.asc",
+        "apt_signed_source_fingerprint": "0" * 40,
+    }
+    done = run_tasks("apt_signed_source", "main.yml", tmp_path / "ansible", variables)
+    assert done.returncode != 0
+    assert "needs its name, URIs, match, key URL and fingerprint set" in done.stdout
+    assert "Look for a source" not in done.stdout

@@ -1,11 +1,11 @@
 """The apt sources the kubeadm and nvidia roles add, written by Ansible's own deb822_repository with
-the roles' arguments and read back by Debian's apt and gpg.
+the roles' arguments and read back by Debian's apt and gpg; and the machines that already have a
+source of those repositories, as the install guides of Kubernetes and NVIDIA write one.
 
-The module writes to /etc/apt/sources.list.d and /etc/apt/keyrings; it runs in a private mount
-namespace with temporary directories bound over both, so the machine's apt is never touched (root,
-as CI). The repository keys cannot be fetched here: a key made for the test stands in for each,
-served from a file:// URL, so what is checked is the form of the source and of the keyring file,
-not NVIDIA's or Kubernetes' signatures (docs/validation.md).
+The roles read and write /etc/apt; they run in a private mount namespace with a temporary directory
+bound over it, so the machine's apt is never touched (root, as CI). The repository keys cannot be
+fetched here: a key made for the test stands in for each, served on loopback, so what is checked is
+the form of the source and of its key, not NVIDIA's or Kubernetes' signatures (docs/validation.md).
 """
 
 from __future__ import annotations
@@ -45,12 +45,30 @@ REPOSITORIES = [
     if used
 ]
 SYSTEM_PYTHON = "/usr/bin/python3"  # deb822_repository needs python3-debian, which Debian packages for it
-# What NVIDIA's install guide writes
-# (docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html).
+KUBEADM_STACK, GPU_STACK = "example-kubeadm", "example-gpu"
+# What the install guides write, each with its own keyring: NVIDIA's
+# (docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html) and the
+# kubeadm guide's (kubernetes.io/docs/setup/production-environment/tools/kubeadm/install-kubeadm/),
+# for the Kubernetes minor of KUBEADM_STACK.
 NVIDIA_GUIDE_LIST = (
     "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
     "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n"
 )
+
+
+def kubeadm_guide_list(minor: str) -> str:
+    return (
+        "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] "
+        f"https://pkgs.k8s.io/core:/stable:/v{minor}/deb/ /\n"
+    )
+
+
+KUBEADM_MINOR = load_stack(KUBEADM_STACK).kubernetes_minor
+GUIDES = {
+    KUBEADM: ("sources.list.d/kubernetes.list", kubeadm_guide_list(KUBEADM_MINOR)),
+    NVIDIA: ("sources.list.d/nvidia-container-toolkit.list", NVIDIA_GUIDE_LIST),
+}
+STACK_OF = {KUBEADM: KUBEADM_STACK, NVIDIA: GPU_STACK}
 
 
 def _why_not() -> str:
@@ -107,16 +125,25 @@ def _published(key: Path) -> Iterator[str]:
 
 
 def _add_repository(
-    work: Path, stack: str, role: str, tasks: str, key_variable: str, fingerprint_variable: str, key: Path
-) -> tuple[Path, Path]:
-    """The role's repository task run for real for `stack`; the directories it wrote sources and keys to."""
-    sources, keyrings = work / "sources.list.d", work / "keyrings"
-    sources.mkdir(parents=True)
-    keyrings.mkdir()
+    work: Path,
+    stack: str,
+    role: str,
+    tasks: str,
+    key_variable: str,
+    fingerprint_variable: str,
+    key: Path,
+    machine: dict[str, str] | None = None,
+) -> Path:
+    """The role's repository task run for real for `stack` over a private /etc/apt holding the
+    files in `machine` (paths under /etc/apt -> text); that directory, as the role left it."""
+    etc_apt = work / "etc-apt"
+    for directory in ("sources.list.d", "keyrings"):
+        (etc_apt / directory).mkdir(parents=True, exist_ok=True)
+    for name, text in (machine or {}).items():
+        (etc_apt / name).write_text(text)
     play = yaml.safe_dump([{"name": "Add the role's repository", "hosts": "all", "gather_facts": False,
                             "vars_files": [str(ROLES / role / "defaults" / "main.yml")],
                             "tasks": [_task(role, tasks)]}], sort_keys=False)  # fmt: skip
-    binds = f"mount --bind {sources} /etc/apt/sources.list.d && mount --bind {keyrings} /etc/apt/keyrings"
     inventory = {
         "all": {
             "hosts": {"node": {"ansible_connection": "local", "ansible_python_interpreter": SYSTEM_PYTHON}}
@@ -127,23 +154,30 @@ def _add_repository(
         # The test key stands in for the publisher's, so its fingerprint stands in for the pin.
         fingerprint_variable: _fingerprint(key),
     }
-    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{binds} && exec "$@"', "sh"]
+    bind = f"mount --bind {etc_apt} /etc/apt"
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{bind} && exec "$@"', "sh"]
     with _published(key) as key_url:
         variables[key_variable] = key_url
-        done = run_play(
-            work, play, inventory, variables, environment={"ANSIBLE_ROLES_PATH": str(ROLES)}, prefix=prefix
-        )
+        environment = {"ANSIBLE_ROLES_PATH": str(ROLES)}
+        done = run_play(work / "run", play, inventory, variables, environment=environment, prefix=prefix)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    return sources, keyrings
+    return etc_apt
 
 
-def apt_reads(sources: Path, work: Path) -> subprocess.CompletedProcess[str]:
-    """apt-get update --print-uris over `sources` alone: apt parses every source, fetches nothing."""
+def apt_reads(etc_apt: Path, work: Path) -> subprocess.CompletedProcess[str]:
+    """apt-get update --print-uris over the sources in `etc_apt` alone: apt parses every source,
+    fetches nothing."""
     (work / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-    options = [f"Dir::Etc::SourceList={os.devnull}", f"Dir::Etc::SourceParts={sources}",
+    source_list = etc_apt / "sources.list"
+    options = [f"Dir::Etc::SourceList={source_list if source_list.exists() else os.devnull}",
+               f"Dir::Etc::SourceParts={etc_apt / 'sources.list.d'}",
                f"Dir::State::Lists={work / 'lists'}", f"Dir::Cache={work / 'cache'}"]  # fmt: skip
     argv = ["apt-get", "--print-uris", *(a for o in options for a in ("-o", o)), "update"]
     return subprocess.run(argv, capture_output=True, text=True)
+
+
+def _labs(etc_apt: Path) -> list[str]:
+    return sorted(p.name for p in (etc_apt / "sources.list.d").glob("k8scifar-*"))
 
 
 @pytest.mark.parametrize(
@@ -154,14 +188,16 @@ def apt_reads(sources: Path, work: Path) -> subprocess.CompletedProcess[str]:
 def test_the_roles_sources_are_what_apt_reads(
     stack: str, role: str, tasks: str, key_variable: str, fingerprint_variable: str, key: Path, tmp_path: Path
 ) -> None:
-    sources, keyrings = _add_repository(tmp_path, stack, role, tasks, key_variable, fingerprint_variable, key)
-    (source,) = sources.glob("*.sources")
+    etc_apt = _add_repository(tmp_path, stack, role, tasks, key_variable, fingerprint_variable, key)
+    # The lab's own file name, which no install guide or other tool writes.
+    (source,) = (etc_apt / "sources.list.d").glob("*.sources")
+    assert source.name.startswith("k8scifar-"), source.name
     stanza = dict(re.findall(r"^([\w-]+): (.*)$", source.read_text(), flags=re.MULTILINE))
     # sources.list(5): a suite ending in "/" is a flat repository and takes no Components.
     assert stanza["Suites"] == "/" and "Components" not in stanza
     # sources.list(5), Signed-By: the key itself, embedded as an indented field whose empty lines
     # are written " ." (apt_signed_source puts it there, so removing the source removes the key).
-    assert not any(keyrings.iterdir()), "the key travels inside the source, not in a keyring file"
+    assert not any((etc_apt / "keyrings").iterdir()), "the key travels inside the source, not a keyring"
     embedded = re.search(r"^Signed-By:\n((?: .*\n)+)", source.read_text(), flags=re.MULTILINE)
     assert embedded, source.read_text()
     armored = "\n".join(
@@ -172,14 +208,98 @@ def test_the_roles_sources_are_what_apt_reads(
         ["gpg", "--show-keys", str(tmp_path / "embedded.asc")], capture_output=True, text=True
     )
     assert shown.returncode == 0 and "k8scifar test" in shown.stdout
-    read = apt_reads(sources, tmp_path)
+    read = apt_reads(etc_apt, tmp_path)
     assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
     assert stanza["URIs"].replace("$(ARCH)", "") in read.stdout.replace("amd64", "").replace("arm64", "")
 
 
-def test_apt_refuses_a_second_source_with_another_keyring(key: Path, tmp_path: Path) -> None:
-    """Why the nvidia role keeps the machine's source: two Signed-By for one URL stop every apt command."""
-    sources, _ = _add_repository(tmp_path, "example-gpu", *NVIDIA, key)
-    (sources / "nvidia-container-toolkit.list").write_text(NVIDIA_GUIDE_LIST)
-    read = apt_reads(sources, tmp_path)
+@pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+def test_apt_refuses_a_second_source_with_another_keyring(
+    repository: tuple[str, ...], key: Path, tmp_path: Path
+) -> None:
+    """Why the machine's source is used as it is: two Signed-By for one repository stop every apt
+    command (the lab's source is written here first, then the install guide's beside it)."""
+    etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key)
+    name, text = GUIDES[repository]
+    (etc_apt / name).write_text(text)
+    read = apt_reads(etc_apt, tmp_path)
     assert read.returncode != 0 and "Conflicting values set for option Signed-By" in read.stderr
+
+
+DEB822_KUBEADM = (
+    "Types: deb\n"
+    f"URIs: https://pkgs.k8s.io/core:/stable:/v{KUBEADM_MINOR}/deb/\n"
+    "Suites: /\nSigned-By: /etc/apt/keyrings/kubernetes-apt-keyring.gpg\n"
+)
+MACHINE_SOURCES = [
+    (KUBEADM, {GUIDES[KUBEADM][0]: GUIDES[KUBEADM][1]}),
+    (KUBEADM, {"sources.list.d/kubernetes.sources": DEB822_KUBEADM}),
+    (NVIDIA, {GUIDES[NVIDIA][0]: GUIDES[NVIDIA][1]}),
+    (NVIDIA, {"sources.list": "deb http://deb.debian.org/debian bookworm main\n" + NVIDIA_GUIDE_LIST}),
+]
+
+
+@pytest.mark.parametrize(
+    ("repository", "machine"),
+    MACHINE_SOURCES,
+    ids=["kubeadm-guide", "kubeadm-deb822", "nvidia-guide", "nvidia-in-sources.list"],
+)
+def test_a_source_the_machine_has_is_used_as_it_is(
+    repository: tuple[str, ...], machine: dict[str, str], key: Path, tmp_path: Path
+) -> None:
+    etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
+    assert _labs(etc_apt) == []
+    assert {name: (etc_apt / name).read_text() for name in machine} == machine
+    read = apt_reads(etc_apt, tmp_path)
+    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+
+
+@pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
+    repository: tuple[str, ...], key: Path, tmp_path: Path
+) -> None:
+    """A lab source from an earlier run, then the install guide followed by hand: the next run
+    leaves the machine's source alone and removes the lab's, so apt works again."""
+    first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
+    (lab,) = _labs(first)
+    name, text = GUIDES[repository]
+    machine = {f"sources.list.d/{lab}": (first / "sources.list.d" / lab).read_text(), name: text}
+    etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
+    assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text
+    read = apt_reads(etc_apt, tmp_path)
+    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+
+
+NOT_SOURCES = [
+    (KUBEADM, {"sources.list.d/kubernetes.list": "# " + GUIDES[KUBEADM][1]}),
+    (KUBEADM, {"sources.list.d/kubernetes.list.save": GUIDES[KUBEADM][1]}),  # apt reads no *.save
+    (KUBEADM, {"sources.list.d/kubernetes.list": kubeadm_guide_list("1.0")}),  # another minor
+    (NVIDIA, {"sources.list.d/nvidia.list.distUpgrade": NVIDIA_GUIDE_LIST}),
+]
+
+
+@pytest.mark.parametrize(
+    ("repository", "machine"),
+    NOT_SOURCES,
+    ids=["kubeadm-commented", "kubeadm-backup", "kubeadm-other-minor", "nvidia-upgrade-leftover"],
+)
+def test_what_apt_does_not_read_as_that_repository_gets_the_lab_s_source(
+    repository: tuple[str, ...], machine: dict[str, str], key: Path, tmp_path: Path
+) -> None:
+    etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
+    assert len(_labs(etc_apt)) == 1
+    read = apt_reads(etc_apt, tmp_path)
+    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+
+
+@pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
+    repository: tuple[str, ...], key: Path, tmp_path: Path
+) -> None:
+    role, _, *variables = repository
+    first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
+    (lab,) = _labs(first)
+    name, text = GUIDES[repository]
+    machine = {f"sources.list.d/{lab}": (first / "sources.list.d" / lab).read_text(), name: text}
+    etc_apt = _add_repository(tmp_path, STACK_OF[repository], role, "reset.yml", *variables, key, machine)
+    assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text

@@ -3,8 +3,7 @@ for real with apt-get, dpkg-query and nvidia-smi replaced by recording stand-ins
 comparison is the real one).
 
 Each test is the situation a real node was found in: apt lists fresh by date but older than a
-repository just added, a node prepared with NVIDIA's own install guide, a newer toolkit, a driver
-or GPU too old for the trainer image's CUDA.
+repository just added, a newer toolkit, a driver or GPU too old for the trainer image's CUDA.
 """
 
 from __future__ import annotations
@@ -94,18 +93,18 @@ def test_the_install_uses_the_decided_list_age_and_callers_say_when_a_repository
 def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
     """deb822_repository imports `debian.deb822` on the node (ansible-core's deb822_repository.py,
     requirements: python3-debian); prereq runs first on every node (playbooks/site.yml)."""
-    users = sorted(
-        f"{role.name}/{tasks.name}"
+    # Reset's task files run on nodes the install prepared.
+    install_time = [
+        tasks
         for role in ROLES.iterdir()
         for tasks in (role / "tasks").glob("*.yml")
-        if tasks.name != "reset.yml" and "ansible.builtin.deb822_repository:" in tasks.read_text()
-    )
+        if tasks.name not in ("reset.yml", "remove.yml")
+    ]
+    users = [f"{t.parent.parent.name}/{t.name}" for t in install_time
+             if "ansible.builtin.deb822_repository:" in t.read_text()]  # fmt: skip
     assert users == ["apt_signed_source/main.yml"]
     callers = sorted(
-        f"{role.name}/{tasks.name}"
-        for role in ROLES.iterdir()
-        for tasks in (role / "tasks").glob("*.yml")
-        if "name: apt_signed_source" in tasks.read_text()
+        f"{t.parent.parent.name}/{t.name}" for t in install_time if "name: apt_signed_source" in t.read_text()
     )
     assert callers == ["kubeadm/packages.yml", "nvidia/main.yml"]
     site = yaml.safe_load((ANSIBLE_DIR / "playbooks" / "site.yml").read_text())
@@ -116,45 +115,18 @@ def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
     assert "python3-debian" in defaults["prereq_packages"]
 
 
-# nvidia: the machine's own toolkit source and release
+# nvidia: the machine's own toolkit release (its own toolkit source: tests/hosts/test_apt_sources.py)
 
 
-NVIDIA_GUIDE_LIST = (
-    "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
-    "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n"
-)
-
-
-def _toolkit(tmp_path: Path, sources: dict[str, str], installed: str | None) -> dict[str, Any]:
-    sources_dir = tmp_path / "sources.list.d"
-    sources_dir.mkdir()
-    for name, text in sources.items():
-        (sources_dir / name).write_text(text)
+def _toolkit(tmp_path: Path, installed: str | None) -> list[str]:
     dpkg_query = (
         f'echo "ii  {installed}"' if installed else 'echo "dpkg-query: no packages found" >&2; exit 1'
     )
-    variables = {"nvidia_apt_sources": [str(tmp_path / "sources.list"), str(sources_dir)],
-                 "nvidia_apt_sources_dir": str(sources_dir)}  # fmt: skip
-    names = ["nvidia_machine_sources", "nvidia_toolkit_install"]
     rc, output, facts = _run(
-        "nvidia", "toolkit_facts.yml", tmp_path / "run", variables, {"dpkg-query": dpkg_query}, names
+        "nvidia", "toolkit_facts.yml", tmp_path, {}, {"dpkg-query": dpkg_query}, ["nvidia_toolkit_install"]
     )
     assert rc == 0, output
-    facts["nvidia_machine_sources"] = [Path(p).name for p in facts["nvidia_machine_sources"]]
-    return facts
-
-
-def test_a_source_from_nvidia_s_install_guide_is_used_as_it_is(tmp_path: Path) -> None:
-    """apt refuses every command when one URL has two sources with different Signed-By
-    ("Conflicting values set for option Signed-By"): the machine's source is kept, none added."""
-    facts = _toolkit(tmp_path, {"nvidia-container-toolkit.list": NVIDIA_GUIDE_LIST}, None)
-    assert facts["nvidia_machine_sources"] == ["nvidia-container-toolkit.list"]
-
-
-def test_the_lab_s_own_source_and_commented_lines_are_not_the_machine_s(tmp_path: Path) -> None:
-    own = "Types: deb\nURIs: https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)\nSuites: /\n"
-    sources = {"nvidia-container-toolkit.sources": own, "old.list": "# " + NVIDIA_GUIDE_LIST}
-    assert _toolkit(tmp_path, sources, None)["nvidia_machine_sources"] == []
+    return facts["nvidia_toolkit_install"]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +135,7 @@ def test_the_lab_s_own_source_and_commented_lines_are_not_the_machine_s(tmp_path
 )
 def test_a_toolkit_at_or_above_the_pin_is_kept(tmp_path: Path, installed: str | None, pinned: bool) -> None:
     """dpkg --compare-versions decides (1.17.10 is above 1.17.8, which a string comparison gets wrong)."""
-    install = _toolkit(tmp_path, {}, installed)["nvidia_toolkit_install"]
+    install = _toolkit(tmp_path, installed)
     assert all(p.endswith(f"={PIN}") for p in install) is pinned
     assert install[0].split("=")[0] == "nvidia-container-toolkit"
 
