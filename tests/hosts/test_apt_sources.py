@@ -176,6 +176,13 @@ def apt_reads(etc_apt: Path, work: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True)
 
 
+def _apt_reads_them_all(etc_apt: Path, work: Path) -> str:
+    """What apt would fetch for the sources in `etc_apt`, once it has read them all without an error."""
+    read = apt_reads(etc_apt, work)
+    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+    return read.stdout
+
+
 def _labs(etc_apt: Path) -> list[str]:
     return sorted(p.name for p in (etc_apt / "sources.list.d").glob("k8scifar-*"))
 
@@ -208,9 +215,8 @@ def test_the_roles_sources_are_what_apt_reads(
         ["gpg", "--show-keys", str(tmp_path / "embedded.asc")], capture_output=True, text=True
     )
     assert shown.returncode == 0 and "k8scifar test" in shown.stdout
-    read = apt_reads(etc_apt, tmp_path)
-    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
-    assert stanza["URIs"].replace("$(ARCH)", "") in read.stdout.replace("amd64", "").replace("arm64", "")
+    fetched = _apt_reads_them_all(etc_apt, tmp_path)
+    assert stanza["URIs"].replace("$(ARCH)", "") in fetched.replace("amd64", "").replace("arm64", "")
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
@@ -250,8 +256,7 @@ def test_a_source_the_machine_has_is_used_as_it_is(
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
     assert _labs(etc_apt) == []
     assert {name: (etc_apt / name).read_text() for name in machine} == machine
-    read = apt_reads(etc_apt, tmp_path)
-    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+    _apt_reads_them_all(etc_apt, tmp_path)
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
@@ -266,14 +271,16 @@ def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
     machine = {f"sources.list.d/{lab}": (first / "sources.list.d" / lab).read_text(), name: text}
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
     assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text
-    read = apt_reads(etc_apt, tmp_path)
-    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+    _apt_reads_them_all(etc_apt, tmp_path)
 
 
+# Another minor's repository is another source, also where one minor's name begins the other's
+# (1.29 and 1.299).
+LONGER_MINOR = KUBEADM_MINOR + KUBEADM_MINOR[-1]
 NOT_SOURCES = [
     (KUBEADM, {"sources.list.d/kubernetes.list": "# " + GUIDES[KUBEADM][1]}),
     (KUBEADM, {"sources.list.d/kubernetes.list.save": GUIDES[KUBEADM][1]}),  # apt reads no *.save
-    (KUBEADM, {"sources.list.d/kubernetes.list": kubeadm_guide_list("1.0")}),  # another minor
+    (KUBEADM, {"sources.list.d/kubernetes.list": kubeadm_guide_list(LONGER_MINOR)}),
     (NVIDIA, {"sources.list.d/nvidia.list.distUpgrade": NVIDIA_GUIDE_LIST}),
 ]
 
@@ -288,8 +295,7 @@ def test_what_apt_does_not_read_as_that_repository_gets_the_lab_s_source(
 ) -> None:
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
     assert len(_labs(etc_apt)) == 1
-    read = apt_reads(etc_apt, tmp_path)
-    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+    _apt_reads_them_all(etc_apt, tmp_path)
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
