@@ -3,7 +3,7 @@
 A tag can be moved to other content by whoever controls the repository; a digest names the
 content itself. The tag stays for people to read; the runtime pulls by the digest (a reference
 with both resolves by the digest). Each digest is the multi-platform index of that tag as
-published. Each digest is taken only where two published records of it agree, named beside it,
+published. Each digest is taken only where two published records of it agree, described beside it,
 so one mistyped or tampered page cannot move what the nodes run.
 """
 

@@ -124,7 +124,7 @@ def _published(key: Path) -> Iterator[str]:
         server.server_close()
 
 
-def _add_repository(
+def _run_repository_task(
     work: Path,
     stack: str,
     role: str,
@@ -132,15 +132,19 @@ def _add_repository(
     key_variable: str,
     fingerprint_variable: str,
     key: Path,
-    machine: dict[str, str] | None = None,
-) -> Path:
+    machine: dict[str, str | Path] | None = None,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """The role's repository task run for real for `stack` over a private /etc/apt holding the
-    files in `machine` (paths under /etc/apt -> text); that directory, as the role left it."""
+    files in `machine` (paths under /etc/apt -> text, or a file a symlink there points to); that
+    directory, as the role left it, and ansible-playbook's result."""
     etc_apt = work / "etc-apt"
     for directory in ("sources.list.d", "keyrings"):
         (etc_apt / directory).mkdir(parents=True, exist_ok=True)
-    for name, text in (machine or {}).items():
-        (etc_apt / name).write_text(text)
+    for name, content in (machine or {}).items():
+        if isinstance(content, Path):
+            (etc_apt / name).symlink_to(content)
+        else:
+            (etc_apt / name).write_text(content)
     play = yaml.safe_dump([{"name": "Add the role's repository", "hosts": "all", "gather_facts": False,
                             "vars_files": [str(ROLES / role / "defaults" / "main.yml")],
                             "tasks": [_task(role, tasks)]}], sort_keys=False)  # fmt: skip
@@ -160,6 +164,12 @@ def _add_repository(
         variables[key_variable] = key_url
         environment = {"ANSIBLE_ROLES_PATH": str(ROLES)}
         done = run_play(work / "run", play, inventory, variables, environment=environment, prefix=prefix)
+    return etc_apt, done
+
+
+def _add_repository(*arguments: Any, **keywords: Any) -> Path:
+    """`_run_repository_task`, which must succeed; the private /etc/apt as the role left it."""
+    etc_apt, done = _run_repository_task(*arguments, **keywords)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     return etc_apt
 
@@ -237,25 +247,36 @@ DEB822_KUBEADM = (
     f"URIs: https://pkgs.k8s.io/core:/stable:/v{KUBEADM_MINOR}/deb/\n"
     "Suites: /\nSigned-By: /etc/apt/keyrings/kubernetes-apt-keyring.gpg\n"
 )
+# A file of that name with a keyring path is the machine's; the lab's of an earlier release had the
+# key inline.
 MACHINE_SOURCES = [
     (KUBEADM, {GUIDES[KUBEADM][0]: GUIDES[KUBEADM][1]}),
     (KUBEADM, {"sources.list.d/kubernetes.sources": DEB822_KUBEADM}),
     (NVIDIA, {GUIDES[NVIDIA][0]: GUIDES[NVIDIA][1]}),
     (NVIDIA, {"sources.list": "deb http://deb.debian.org/debian bookworm main\n" + NVIDIA_GUIDE_LIST}),
+    (NVIDIA, {GUIDES[NVIDIA][0]: Path("guide.list")}),  # a symlink, which apt follows
 ]
 
 
 @pytest.mark.parametrize(
     ("repository", "machine"),
     MACHINE_SOURCES,
-    ids=["kubeadm-guide", "kubeadm-deb822", "nvidia-guide", "nvidia-in-sources.list"],
+    ids=["kubeadm-guide", "kubeadm-deb822", "nvidia-guide", "nvidia-in-sources.list", "nvidia-symlink"],
 )
 def test_a_source_the_machine_has_is_used_as_it_is(
-    repository: tuple[str, ...], machine: dict[str, str], key: Path, tmp_path: Path
+    repository: tuple[str, ...], machine: dict[str, str | Path], key: Path, tmp_path: Path
 ) -> None:
+    machine = {
+        name: (tmp_path / content) if isinstance(content, Path) else content
+        for name, content in machine.items()
+    }
+    (tmp_path / "guide.list").write_text(NVIDIA_GUIDE_LIST)
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
     assert _labs(etc_apt) == []
-    assert {name: (etc_apt / name).read_text() for name in machine} == machine
+    assert {name: (etc_apt / name).read_text() for name in machine} == {
+        name: content.read_text() if isinstance(content, Path) else content
+        for name, content in machine.items()
+    }
     _apt_reads_them_all(etc_apt, tmp_path)
 
 
@@ -282,13 +303,20 @@ NOT_SOURCES = [
     (KUBEADM, {"sources.list.d/kubernetes.list.save": GUIDES[KUBEADM][1]}),  # apt reads no *.save
     (KUBEADM, {"sources.list.d/kubernetes.list": kubeadm_guide_list(LONGER_MINOR)}),
     (NVIDIA, {"sources.list.d/nvidia.list.distUpgrade": NVIDIA_GUIDE_LIST}),
+    (KUBEADM, {"sources.list.d/kubernetes.sources": "Enabled: no\n" + DEB822_KUBEADM}),  # apt skips it
 ]
 
 
 @pytest.mark.parametrize(
     ("repository", "machine"),
     NOT_SOURCES,
-    ids=["kubeadm-commented", "kubeadm-backup", "kubeadm-other-minor", "nvidia-upgrade-leftover"],
+    ids=[
+        "kubeadm-commented",
+        "kubeadm-backup",
+        "kubeadm-other-minor",
+        "nvidia-upgrade-leftover",
+        "kubeadm-disabled",
+    ],
 )
 def test_what_apt_does_not_read_as_that_repository_gets_the_lab_s_source(
     repository: tuple[str, ...], machine: dict[str, str], key: Path, tmp_path: Path
@@ -309,3 +337,44 @@ def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
     machine = {f"sources.list.d/{lab}": (first / "sources.list.d" / lab).read_text(), name: text}
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], role, "reset.yml", *variables, key, machine)
     assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text
+
+
+@pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+def test_a_second_run_keeps_the_lab_s_own_source(
+    repository: tuple[str, ...], key: Path, tmp_path: Path
+) -> None:
+    """The lab's file is never taken for the machine's (which would drop it every other run)."""
+    first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
+    (lab,) = _labs(first)
+    text = (first / "sources.list.d" / lab).read_text()
+    etc_apt = _add_repository(
+        tmp_path, STACK_OF[repository], *repository, key, {f"sources.list.d/{lab}": text}
+    )
+    assert _labs(etc_apt) == [lab] and (etc_apt / "sources.list.d" / lab).read_text() == text
+
+
+@pytest.mark.parametrize("tasks", ["packages.yml", "reset.yml"])
+def test_the_source_an_earlier_release_wrote_is_the_lab_s(tasks: str, key: Path, tmp_path: Path) -> None:
+    """Earlier releases named the lab's file after the repository alone (kubernetes.sources), with
+    the key inline: install replaces it with the lab's file of today, and reset removes it."""
+    first = _add_repository(tmp_path / "first", KUBEADM_STACK, *KUBEADM, key)
+    (lab,) = _labs(first)
+    earlier = {"sources.list.d/kubernetes.sources": (first / "sources.list.d" / lab).read_text()}
+    etc_apt = _add_repository(tmp_path, KUBEADM_STACK, "kubeadm", tasks, *KUBEADM[2:], key, earlier)
+    assert sorted(p.name for p in (etc_apt / "sources.list.d").iterdir()) == (
+        [lab] if tasks == "packages.yml" else []
+    )
+
+
+def test_a_source_for_source_packages_only_stops_the_play_naming_it(key: Path, tmp_path: Path) -> None:
+    """apt refuses a second Signed-By beside a deb-src entry too, and a deb-src entry installs nothing."""
+    name, text = GUIDES[KUBEADM]
+    etc_apt, done = _run_repository_task(
+        tmp_path, KUBEADM_STACK, *KUBEADM, key, {name: text.replace("deb ", "deb-src ", 1)}
+    )
+    assert done.returncode != 0
+    assert (
+        f"{name.split('/')[-1]} names pkgs.k8s.io/core:/stable:/v{KUBEADM_MINOR}/deb for source packages"
+        in done.stdout
+    )
+    assert _labs(etc_apt) == []
