@@ -255,13 +255,28 @@ MACHINE_SOURCES = [
     (NVIDIA, {GUIDES[NVIDIA][0]: GUIDES[NVIDIA][1]}),
     (NVIDIA, {"sources.list": "deb http://deb.debian.org/debian bookworm main\n" + NVIDIA_GUIDE_LIST}),
     (NVIDIA, {GUIDES[NVIDIA][0]: Path("guide.list")}),  # a symlink, which apt follows
+    # `#` inside [options] starts no comment; a file apt does not read may hold anything.
+    (
+        KUBEADM,
+        {
+            "sources.list.d/k.list": GUIDES[KUBEADM][1].replace("kubernetes-apt", "k#"),
+            "sources.list.d/k~.list": "deb [arch=amd64]\n",
+        },
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("repository", "machine"),
     MACHINE_SOURCES,
-    ids=["kubeadm-guide", "kubeadm-deb822", "nvidia-guide", "nvidia-in-sources.list", "nvidia-symlink"],
+    ids=[
+        "kubeadm-guide",
+        "kubeadm-deb822",
+        "nvidia-guide",
+        "nvidia-in-sources.list",
+        "nvidia-symlink",
+        "kubeadm-hash-in-options",
+    ],
 )
 def test_a_source_the_machine_has_is_used_as_it_is(
     repository: tuple[str, ...], machine: dict[str, str | Path], key: Path, tmp_path: Path
@@ -303,7 +318,8 @@ NOT_SOURCES = [
     (KUBEADM, {"sources.list.d/kubernetes.list.save": GUIDES[KUBEADM][1]}),  # apt reads no *.save
     (KUBEADM, {"sources.list.d/kubernetes.list": kubeadm_guide_list(LONGER_MINOR)}),
     (NVIDIA, {"sources.list.d/nvidia.list.distUpgrade": NVIDIA_GUIDE_LIST}),
-    (KUBEADM, {"sources.list.d/kubernetes.sources": "Enabled: no\n" + DEB822_KUBEADM}),  # apt skips it
+    (KUBEADM, {"sources.list.d/kubernetes.sources": "Enabled: false\n" + DEB822_KUBEADM}),  # apt skips it
+    (KUBEADM, {"sources.list.d/kubernetes~.list": GUIDES[KUBEADM][1]}),  # a name apt does not read
 ]
 
 
@@ -316,6 +332,7 @@ NOT_SOURCES = [
         "kubeadm-other-minor",
         "nvidia-upgrade-leftover",
         "kubeadm-disabled",
+        "kubeadm-editor-backup",
     ],
 )
 def test_what_apt_does_not_read_as_that_repository_gets_the_lab_s_source(

@@ -2,11 +2,13 @@
 """The apt sources on this machine that name one repository, read as apt reads them.
 
 sources.list(5): apt reads /etc/apt/sources.list and the files of sources.list.d whose names end
-in `.list` (one-line style) or `.sources` (deb822 style), following symlinks, and ignores every
-other file there (backups such as `*.list.save`). In one-line style `#` starts a comment; in
-deb822 style a line starting with `#` is a comment, stanzas are separated by blank lines, field
-names are case-insensitive and a stanza with `Enabled: no` is not read. Each entry has its types
-(`deb`, `deb-src`), its URIs and its Signed-By (a keyring path, or the key itself inline).
+in `.list` (one-line style) or `.sources` (deb822 style) and are made of letters, digits, `_`,
+`-`, `.` (and `:`, which apt 2.6 also takes), following symlinks; it ignores every other file there
+(backups such as `*.list.save`, `x~.list`). In one-line style `#` starts a comment outside the
+`[options]`; in deb822 style a line starting with `#` is a comment, stanzas are separated by blank
+lines, field names are case-insensitive and a stanza whose `Enabled` is false (apt's
+StringToBool: no, false, without, off, disable, or a number that is 0) is not read. Each entry
+has its types (`deb`, `deb-src`), its URIs and its Signed-By (a keyring path, or the key inline).
 
 Answers, for the repository `match` names (a URL without its scheme):
 - machine: the files with an enabled entry for it, other than the lab's (`own`) and the lab's
@@ -25,24 +27,28 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 
 INLINE_KEY = "BEGIN PGP PUBLIC KEY BLOCK"
+FILE_NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]*\.(list|sources)")
+FALSE = {"no", "false", "without", "off", "disable"}
+# A one-line entry: its type, its [options] (where `#` is no comment), then URI, suite, components.
+ONE_LINE = re.compile(r"\s*([^\s#\[]+)\s+(?:\[([^\]]*)\])?(.*)")
 
 
 def _one_line_entries(text: str) -> list[tuple[str, str, str]]:
     """(type, URI, Signed-By) of each entry of a one-line-style file."""
     entries = []
     for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if len(words) < 3:
+        entry = ONE_LINE.match(line)
+        rest = entry.group(3).split("#", 1)[0].split() if entry else []
+        if len(rest) < 2:  # no URI and suite: a comment, or nothing apt would read
             continue
-        kind, rest = words[0], " ".join(words[1:])
-        options = re.match(r"\[([^\]]*)\]\s*", rest)
-        signed_by = ""
-        if options:
-            found = re.search(r"signed-by=(\S+)", options.group(1))
-            signed_by = found.group(1) if found else ""
-            rest = rest[options.end() :]
-        entries.append((kind, rest.split()[0], signed_by))
+        signed_by = re.search(r"signed-by=(\S+)", entry.group(2) or "")
+        entries.append((entry.group(1), rest[0], signed_by.group(1) if signed_by else ""))
     return entries
+
+
+def _enabled(value: str) -> bool:
+    value = value.strip().lower()
+    return not (value in FALSE or (value.isdigit() and int(value) == 0))
 
 
 def _deb822_entries(text: str) -> list[tuple[str, str, str]]:
@@ -59,7 +65,7 @@ def _deb822_entries(text: str) -> list[tuple[str, str, str]]:
                 name, value = line.split(":", 1)
                 name = name.strip().lower()
                 fields[name] = value.strip()
-        if fields.get("enabled", "yes").lower() == "no":
+        if not _enabled(fields.get("enabled", "yes")):
             continue
         for kind in fields.get("types", "").split():
             entries += [(kind, uri, fields.get("signed-by", "")) for uri in fields.get("uris", "").split()]
@@ -67,7 +73,10 @@ def _deb822_entries(text: str) -> list[tuple[str, str, str]]:
 
 
 def _entries(path: Path) -> list[tuple[str, str, str]]:
-    text = path.read_text(encoding="latin-1")  # any byte decodes; URIs are ASCII
+    try:
+        text = path.read_text(encoding="latin-1")  # any byte decodes; URIs are ASCII
+    except OSError:  # what cannot be read here, apt cannot read either
+        return []
     return _deb822_entries(text) if path.suffix == ".sources" else _one_line_entries(text)
 
 
@@ -88,7 +97,7 @@ def main() -> None:
     sources_list, sources_dir = Path(module.params["sources_list"]), Path(module.params["sources_dir"])
     files = [sources_list] if sources_list.is_file() else []
     if sources_dir.is_dir():
-        files += sorted(p for p in sources_dir.iterdir() if p.suffix in (".list", ".sources") and p.is_file())
+        files += sorted(p for p in sources_dir.iterdir() if FILE_NAME.fullmatch(p.name) and p.is_file())
     machine, binary, earlier = [], False, []
     for path in files:
         named = [e for e in _entries(path) if match in e[1] and e[0] in ("deb", "deb-src")]
