@@ -4,6 +4,8 @@ schema validation of every Kubernetes object, and accessors for the objects' fie
 
 from __future__ import annotations
 
+import copy
+from functools import cache
 from typing import Any
 
 import kubernetes_validate
@@ -72,3 +74,14 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 def cluster_stacks() -> list[str]:
     """The stacks that install Kubernetes, and so declare the in-cluster objects."""
     return [stack for stack in shipped_stacks() if load_stack(stack).installs_kubernetes]
+
+
+@cache
+def recorded(stack: str) -> ProgramRun:
+    """The program's run for `stack`, recorded once for the whole test session; read it, never change it."""
+    return run_program(stack)
+
+
+def broken(stack: str) -> ProgramRun:
+    """A private copy of a real run to break."""
+    return copy.deepcopy(recorded(stack))

@@ -7,10 +7,8 @@ shown to catch a deliberately broken copy of a real run.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 import pytest
@@ -29,6 +27,7 @@ from tests.program.harness import (
     WORKLOAD_KINDS,
     ProgramRun,
     Registered,
+    broken,
     cluster_stacks,
     containers,
     env_of,
@@ -38,6 +37,7 @@ from tests.program.harness import (
     name_of,
     pod_labels,
     pod_spec,
+    recorded,
     run_program,
     validate_object,
 )
@@ -409,16 +409,6 @@ CHECKS: list[Check] = [
     check_awaited_jobs_replace_when_unready,
     check_release_rights,
 ]
-
-
-@cache
-def recorded(stack: str) -> ProgramRun:
-    return run_program(stack)
-
-
-def broken(stack: str) -> ProgramRun:
-    """A private copy of a real run to break."""
-    return copy.deepcopy(recorded(stack))
 
 
 @pytest.mark.parametrize("stack", cluster_stacks())

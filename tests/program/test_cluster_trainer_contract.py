@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from lab.config import load_stack, read_stack_values, stack_file
-from tests.program.harness import ProgramRun, cluster_stacks, env_of, pod_spec, run_program
-from tests.program.test_cluster_consistency import component, recorded
+from tests.program.harness import ProgramRun, cluster_stacks, env_of, pod_spec, recorded, run_program
+from tests.program.test_cluster_consistency import component
 from trainer import distributed, launch
 from trainer.cli import _parser
 

@@ -22,10 +22,11 @@ from tests.program.harness import (
     cluster_stacks,
     kubernetes_object,
     labels_of,
+    recorded,
     run_program,
 )
 from tests.program.kueue_rules import check_manager_config, check_object
-from tests.program.test_cluster_consistency import component, recorded
+from tests.program.test_cluster_consistency import component
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 

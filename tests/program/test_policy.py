@@ -10,10 +10,8 @@ real cluster is theirs: these checks say the objects ask for nothing the levels 
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 import pytest
@@ -25,6 +23,7 @@ from tests.program.harness import (
     WORKLOAD_KINDS,
     ProgramRun,
     Registered,
+    broken,
     cluster_stacks,
     containers,
     env_of,
@@ -32,7 +31,7 @@ from tests.program.harness import (
     name_of,
     pod_labels,
     pod_spec,
-    run_program,
+    recorded,
 )
 
 Check = Callable[[ProgramRun, LabConfig], list[str]]
@@ -258,11 +257,6 @@ CHECKS: list[Check] = [
 ]
 
 
-@cache
-def recorded(stack: str) -> ProgramRun:
-    return run_program(stack)
-
-
 @pytest.mark.parametrize("stack", cluster_stacks())
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_policy_holds_on_every_stack(check: Check, stack: str) -> None:
@@ -323,7 +317,7 @@ WEAKENED = [
 def test_policy_catches_a_weakened_object(
     check: Check, stack: str, weaken: Callable[[ProgramRun], None], message: str
 ) -> None:
-    run = copy.deepcopy(recorded(stack))
+    run = broken(stack)
     weaken(run)
     problems = check(run, load_stack(stack))
     assert any(message in p for p in problems), problems
