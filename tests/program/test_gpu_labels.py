@@ -13,7 +13,14 @@ import copy
 
 from lab.cluster.pods import GPU_NODE_LABEL
 from lab.config import read_stack_values, stack_file
-from tests.program.harness import ProgramRun, kubernetes_object, name_of, run_program, validate_object
+from tests.program.harness import (
+    ProgramRun,
+    kubernetes_object,
+    name_of,
+    recorded,
+    run_program,
+    validate_object,
+)
 
 
 def _labelled(run: ProgramRun) -> dict[str, dict[str, str]]:
@@ -21,7 +28,7 @@ def _labelled(run: ProgramRun) -> dict[str, dict[str, str]]:
 
 
 def test_each_gpu_node_gets_the_label_through_the_api() -> None:
-    run = run_program("example-gpu")
+    run = recorded("example-gpu")
     assert _labelled(run) == {"gpu-a": {GPU_NODE_LABEL: "true"}, "gpu-b": {GPU_NODE_LABEL: "true"}}
     for patch in run.of_kind("NodePatch"):
         validate_object(kubernetes_object(patch), "1.33.5")
@@ -34,4 +41,4 @@ def test_the_label_follows_a_node_s_gpus_in_the_stack_file() -> None:
     values["nodes"][1]["gpus"] = 0
     values["trainer"]["replicas"] = 1
     assert _labelled(run_program("example-gpu", values)) == {"gpu-a": {GPU_NODE_LABEL: "true"}}
-    assert _labelled(run_program("example-cpu")) == {}
+    assert _labelled(recorded("example-cpu")) == {}

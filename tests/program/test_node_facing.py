@@ -12,7 +12,7 @@ from tests.program.harness import (
     containers,
     env_of,
     kubernetes_object,
-    run_program,
+    recorded,
     validate_object,
 )
 
@@ -21,7 +21,7 @@ from tests.program.harness import (
 def test_nfs_volumes_mount_nfsv4_only(stack: str) -> None:
     """Without a version mount.nfs falls back to v3 when v4 fails (nfs(5), nfsvers), and v3 needs
     rpcbind and mountd ports the lab never opens: the mount must fail with v4's error instead."""
-    run = run_program(stack)
+    run = recorded(stack)
     volumes = run.of_kind("PersistentVolume")
     assert volumes
     for volume in volumes:
@@ -34,7 +34,7 @@ def test_nfs_volumes_mount_nfsv4_only(stack: str) -> None:
 def test_the_registry_exports_no_traces() -> None:
     """Registry 3 sends OpenTelemetry traces to localhost:4318 by default and logs each failed export
     (distribution/distribution#4270); OTEL_TRACES_EXPORTER=none turns the exporter off."""
-    run = run_program("example-cpu")
+    run = recorded("example-cpu")
     (deployment,) = [r for r in run.of_kind("Deployment") if r.name == "registry"]
     assert env_of(containers(deployment)[0])["OTEL_TRACES_EXPORTER"] == "none"
     validate_object(kubernetes_object(deployment), load_stack("example-cpu").kubernetes_version)

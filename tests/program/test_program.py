@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 
 from lab.config import load_stack
-from tests.program.harness import ProgramRun, kubernetes_object, run_program, validate_object
+from tests.program.harness import ProgramRun, kubernetes_object, recorded, run_program, validate_object
 from tests.shipped import shipped_stacks
 
 STACKS = shipped_stacks()
@@ -16,7 +16,7 @@ STACKS = shipped_stacks()
 
 @pytest.fixture(scope="module", params=STACKS)
 def program(request: pytest.FixtureRequest) -> ProgramRun:
-    return run_program(request.param)
+    return recorded(request.param)
 
 
 def test_program_runs_and_exports(program: ProgramRun) -> None:
@@ -75,9 +75,9 @@ def test_no_cluster_is_declared_where_kubernetes_is_not_installed() -> None:
     skipping = [s for s in STACKS if not load_stack(s).installs_kubernetes]
     assert skipping, "a shipped stack (testbed) skips the Kubernetes install"
     for stack in skipping:
-        run = run_program(stack)
+        run = recorded(stack)
         assert [r.type for r in run.resources if r.type.startswith("kubernetes:")] == []
         assert "image" not in run.outputs and "kubeconfig" in run.outputs
-    installing = run_program("example-cpu")
+    installing = recorded("example-cpu")
     assert any(r.type == "pulumi:providers:kubernetes" for r in installing.resources)
     assert "image" in installing.outputs
