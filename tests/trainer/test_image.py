@@ -36,9 +36,9 @@ def image_problems(dockerfile: str, requirements: str, lock: str) -> list[str]:
     pinned = base and re.fullmatch(r"[\w./-]+:(\d+\.\d+)\.\d+[\w.-]*@sha256:[0-9a-f]{64}", base.group(1))
     if not pinned:
         problems.append("the base image must be pinned to an exact version tag and its digest")
-    elif pinned.group(1) != _locked_python():
+    elif pinned.group(1) != (locked := _locked_python()):
         # The locked wheels (cp311 and the like) install only on the Python they were resolved for.
-        problems.append(f"the base image's Python {pinned.group(1)} is not the locks' {_locked_python()}")
+        problems.append(f"the base image's Python {pinned.group(1)} is not the locks' {locked}")
     if not re.search(rf"^USER {UID}(:{UID})?$", dockerfile, flags=re.MULTILINE):
         problems.append(f"the image must run as uid {UID}")
     # Pods run as the stack's trainer.uid, not always 1000: HOME must be writable by any uid.
