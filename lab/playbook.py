@@ -270,15 +270,23 @@ def stop_playbook(leader: int | None, workdir: Path) -> None:
             while not _gone(leader) and time.monotonic() < deadline:
                 time.sleep(0.05)
     except ProcessLookupError:
-        pass
-    _kill_stragglers(workdir)
+        pass  # ended before it was asked to
+    finally:
+        # Whatever happened to the leader, its workers may hold the run's secrets.
+        _kill_stragglers(workdir)
 
 
 def _gone(pid: int) -> bool:
-    """Whether `pid` has ended (a zombie waiting for its new parent to reap it has)."""
-    os.kill(pid, 0)  # ProcessLookupError once it is reaped
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    """Whether `pid` has ended (a zombie waiting for its new parent to reap it has).
+
+    The process may be reaped at any moment, its /proc entry going with it: a read that finds
+    nothing means it has ended, so the entry is read once, never checked first.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 __all__ = [
