@@ -933,6 +933,12 @@ def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
     return stacks_dir / f"Pulumi.{stack}.yaml"
 
 
+def stack_flags(stack: str, stacks_dir: Path = STACKS_DIR) -> str:
+    """The `labctl` flags that name a stack, `--stacks-dir` only where it is not stacks/."""
+    where = "" if Path(stacks_dir).resolve() == STACKS_DIR else f" --stacks-dir {stacks_dir}"
+    return f"--stack {stack}{where}"
+
+
 def read_stack_values(path: Path) -> dict[str, Any]:
     """The `k8scifar:*` values of a stack file, prefix stripped; ConfigError when unreadable."""
     if not path.is_file():

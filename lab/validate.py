@@ -157,7 +157,7 @@ def validate(
         return 2
     problems = reach_problems(lab, stack)
     if not problems and not after_reset and lab.installs_kubernetes and not has_cluster(lab, stack):
-        problems = [no_cluster(lab, stack)]
+        problems = [no_cluster(lab, stack, stacks_dir)]
     if problems:
         print("\n".join(problems), file=out)
         return 2

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cli.console import console
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.stackarg import add_stack_option, flags, load
 from lab.config import LabConfig
 from lab.hosts import HostBootstrapProvider, bootstrap_inputs
 from lab.inventory import STATE_DIR, stack_state_dir
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"stack {args.stack}: bootstrapped ({changed})")
     if outs["kubeconfig"]:
         console.print(
-            f"kubeconfig in {kubeconfig_file(args.stack)}; next: labctl render --stack {args.stack} DIR,"
+            f"kubeconfig in {kubeconfig_file(args.stack)}; next: labctl render {flags(args)} DIR,"
             f" then KUBECONFIG={kubeconfig_file(args.stack)} kubectl apply -f DIR"
         )
     return 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lab.cli.console import CliError
-from lab.config import LabConfig
+from lab.config import STACKS_DIR, LabConfig, stack_flags
 from lab.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
 from lab.ssh import Remote
 
@@ -59,17 +60,18 @@ def ranks(pods: dict[str, Any]) -> list[Rank]:
     return sorted(found, key=lambda r: (len(r.rank), r.rank, r.pod))
 
 
-def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
+def training_ranks(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[Rank]:
     """Ask the server's own kubectl (admin kubeconfig, under sudo) for the lab namespace's pods."""
     _, kubectl = KUBECTL[cfg.distribution]
     script = f"{cluster_probe(cfg)}; sudo -n {kubectl} get pods -n {shlex.quote(cfg.namespace)} -o json"
     server = Remote.of(stack, cfg.ssh, cfg.server)
     done = server.run(script, timeout=60)
     if done.returncode == NO_CLUSTER:
-        raise CliError(no_cluster(cfg, stack))
+        raise CliError(no_cluster(cfg, stack, stacks_dir))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
         raise CliError(
-            f"kubectl on {cfg.server.name} failed: {last}; check `labctl validate --stack {stack}`"
+            f"kubectl on {cfg.server.name} failed: {last};"
+            f" check `labctl validate {stack_flags(stack, stacks_dir)}`"
         )
     return ranks(json.loads(done.stdout))

@@ -13,7 +13,8 @@ from rich.table import Table
 from lab.cli.console import CliError, console
 from lab.cli.pods import Rank, training_ranks
 from lab.cli.runsource import runs_source
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.stackarg import add_stack_option, flags, load
+from lab.config import STACKS_DIR
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,7 +40,8 @@ def all_runs(found: dict[str, Any]) -> list[dict[str, Any]]:
     return found["runs"] + members
 
 
-def pick_run(found: dict[str, Any], name: str | None, where: str) -> dict[str, Any]:
+def pick_run(found: dict[str, Any], name: str | None, where: str, starts: str = "") -> dict[str, Any]:
+    """Run `name`, or the most recently updated one; `starts` says what would start one."""
     runs = all_runs(found)
     if name is not None:
         for candidate in runs:
@@ -48,10 +50,26 @@ def pick_run(found: dict[str, Any], name: str | None, where: str) -> dict[str, A
         known = ", ".join(r["name"] for r in runs) or "none"
         raise CliError(f"no run {name!r} under {where}; runs there: {known}")
     if not runs:
-        raise CliError(
-            f"no training run under {where} yet; `pulumi up` starts one, `labctl status` follows it"
-        )
+        raise CliError(f"no training run under {where} yet{'; ' + starts if starts else ''}")
     return max(runs, key=lambda r: r["modified"])
+
+
+def what_starts_a_run(args: argparse.Namespace) -> str:
+    """What puts a run where `status` and `wait` look, for the stack or the local folder they read."""
+    if args.runs_dir is not None:
+        return "pass the folder that holds the run folders (`labctl try` writes them into its --out)"
+    if not load(args).installs_kubernetes:
+        # Such a stack (`labctl try`'s, the test machines') trains nothing by itself.
+        return (
+            f"stack {args.stack} skips the Kubernetes install (k8scifar:skip.kubernetesInstall), so"
+            " nothing trains on its machines by itself; for the runs `labctl try` wrote, use"
+            " --runs-dir with its --out folder"
+        )
+    follow = f"`labctl status {flags(args)}` follows it"
+    if Path(args.stacks_dir).resolve() != STACKS_DIR:
+        # `pulumi up` reads stack files from stacks/ only (Pulumi.yaml's stackConfigDir).
+        return f"`labctl hosts up {flags(args)}` and `labctl render {flags(args)} DIR` start one, {follow}"
+    return f"`pulumi up --stack {args.stack}` starts one, {follow}"
 
 
 def progress(run: dict[str, Any]) -> dict[str, Any]:
@@ -107,8 +125,10 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
-    ranks = [] if args.runs_dir else training_ranks(load(args), args.stack)
+    ranks = []
+    if args.runs_dir is None and load(args).installs_kubernetes:
+        ranks = training_ranks(load(args), args.stack, args.stacks_dir)
     if ranks:
         console.print(ranks_table(ranks))
-    console.print(run_table(pick_run(source.collect(), args.run, source.where)))
+    console.print(run_table(pick_run(source.collect(), args.run, source.where, what_starts_a_run(args))))
     return 0
