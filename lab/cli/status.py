@@ -15,6 +15,7 @@ from lab.cli.pods import Rank, training_ranks
 from lab.cli.runsource import runs_source
 from lab.cli.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
+from trainer.contract import TRAINED_ON
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -80,8 +81,11 @@ def progress(run: dict[str, Any]) -> dict[str, Any]:
     last = run.get("last_metrics") or {}
     merged: dict[str, Any] = {"state": "complete" if summary else "unknown", "epochs": summary.get("epochs")}
     merged |= {
-        k: last[k] for k in ("epoch", "step", "test_acc", "train_loss", "images_per_second") if k in last
+        k: last[k]
+        for k in ("epoch", "step", "test_acc", "train_loss", "images_per_second", TRAINED_ON)
+        if k in last
     }
+    merged |= {k: summary[k] for k in (TRAINED_ON,) if k in summary}
     return merged | status | latest
 
 
@@ -100,7 +104,8 @@ def _format(key: str, value: Any) -> str:
     return str(value)
 
 
-ROWS = ("state", "epoch", "epochs", "step", "world_size", "train_loss", "test_acc", "images_per_second")
+ROWS = (TRAINED_ON, "state", "epoch", "epochs", "step", "world_size", "train_loss", "test_acc")
+ROWS += ("images_per_second",)
 ROWS += ("eta_seconds", "restarts", "updated")
 
 

@@ -282,8 +282,9 @@ def _hand_over(folder: Path) -> None:
 def _summary_line(run_folder: Path) -> str:
     summary: dict[str, Any] = json.loads((run_folder / contract.SUMMARY_FILE).read_text())
     backend = summary.get("backend", contract.GLOO)
+    data = summary[contract.TRAINED_ON]
     return (
-        f"{summary['world_size']} ranks ({backend}), {summary['epochs']} epochs:"
+        f"{summary['world_size']} ranks ({backend}), {summary['epochs']} epochs on {data}:"
         f" test accuracy {summary['final_test_acc']:.2%} (best {summary['best_test_acc']:.2%}),"
         f" {summary['wall_seconds']:.0f} s of training"
     )
