@@ -6,9 +6,10 @@ forks, and a fork taken while gRPC threads run dies (SIGSEGV or SIGABRT) before 
 starts in a large share of runs (pulumi/pulumi#9110, #18849; grpc/grpc#13873). So `run_playbook`
 starts `python -m lab.playbook_process` with `subprocess` (fork and exec in one step, no Python
 code between them), hands it the request, secrets included, on stdin and reads the result, the
-kubeconfig included, from its stdout: neither touches disk or a command line. Progress lines
-(one per task result and a recap per host) reach the operator on stderr as they happen; a failure
-raises PlaybookError naming the host, the task and the module's message. Values the playbook
+kubeconfig included, from its stdout: neither touches disk or a command line. Progress (a line
+per play and host, each failure in full: lab.playbook_progress) reaches the operator on stderr as
+it happens, every task's line the run's log (log_file); a failure raises PlaybookError naming the
+host, the task and the module's message. Values the playbook
 returns with `set_stats` come back in the result (the fact cache is empty with ansible-core 2.19).
 
 Secrets never reach ansible-runner's artifacts: the process gets only the environment variables
@@ -23,12 +24,15 @@ before ansible-runner writes the event to disk.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,10 +56,13 @@ KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ
 class PlaybookError(RuntimeError):
     """A playbook run that did not succeed; the message names host, task and the module's words."""
 
-    def __init__(self, playbook: str, failures: list[Failure], status: str, output: str = "") -> None:
+    def __init__(
+        self, playbook: str, failures: list[Failure], status: str, output: str = "", log: str = ""
+    ) -> None:
         self.playbook = playbook
         self.failures = failures
         self.status = status
+        self.log = log  # the run's full log, every task's line
         if failures:
             detail = "\n".join(f"  - {f}" for f in failures)
         else:
@@ -68,9 +75,12 @@ class PlaybookError(RuntimeError):
 class Failure:
     host: str
     task: str
-    message: str
+    message: str  # for an unreachable host: the line that says what to check
+    unreachable: bool = False
 
     def __str__(self) -> str:
+        if self.unreachable:
+            return self.message
         return f"host {self.host}, task {self.task!r}: {self.message}"
 
 
@@ -83,6 +93,7 @@ class PlaybookResult:
     ok: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    log: str = ""  # the run's full log, every task's line
 
     @property
     def total_changed(self) -> int:
@@ -100,6 +111,9 @@ class Request:
     secret_vars: dict[str, Any]
     ansible_dir: str
     quiet: bool
+    control_dir: str
+    verbose: bool
+    log: str
 
 
 @dataclass(frozen=True)
@@ -165,6 +179,7 @@ def run_playbook(
     secret_vars: Mapping[str, Any] | None = None,
     ansible_dir: Path = ANSIBLE_DIR,
     quiet: bool = False,
+    verbose: bool = False,
 ) -> PlaybookResult:
     """Run `ansible_dir/playbooks/<playbook>` (e.g. "site.yml") against `inventory`.
 
@@ -175,7 +190,9 @@ def run_playbook(
     extravars: non-secret extra variables (they appear in ansible-runner's command artifact).
     secret_vars: variables that must stay secret (tokens); they reach ansible-playbook through a
         0600 file that exists only while the playbook runs. Tasks using them must set `no_log`.
-    quiet: print nothing; otherwise one line per task result and a recap per host go to stderr.
+    quiet: print nothing; otherwise a line per play and host, and each failure in full, go to
+        stderr (lab.playbook_progress).
+    verbose: every task's line to stderr as well; it always goes to the run's log, log_file().
     Returns the per-host counts and the `set_stats` values; raises PlaybookError on failure.
     """
     workdir = Path(workdir)
@@ -188,19 +205,32 @@ def run_playbook(
         dict(secret_vars or {}),
         str(Path(ansible_dir).resolve()),
         quiet,
+        str(control_dir(workdir)),
+        verbose,
+        str(log_file(workdir, playbook)),
     )
     with _exclusive(workdir):
         _kill_stragglers(workdir)
+        close_connections(workdir)
         _scrub_secrets(workdir)
+        _private_dir(control_dir(workdir))
         try:
             answer, returncode = _run_process(request)
         finally:
             _scrub_secrets(workdir)
+            close_connections(workdir)
+    log = str(log_file(workdir, playbook))
     if answer is None:
-        raise PlaybookError(playbook, [], _how_it_ended(returncode))
+        raise PlaybookError(playbook, [], _how_it_ended(returncode), log=log)
     if answer.result is None:
-        raise PlaybookError(playbook, answer.failures, answer.status, answer.output)
+        raise PlaybookError(playbook, answer.failures, answer.status, answer.output, log)
+    answer.result.log = log
     return answer.result
+
+
+def log_file(workdir: Path, playbook: str) -> Path:
+    """The full log of the latest run of `playbook` in `workdir` (0600): every task's line."""
+    return workdir.resolve() / f"{Path(playbook).stem}.log"
 
 
 def _run_process(request: Request) -> tuple[Outcome | None, int]:
@@ -248,11 +278,44 @@ def _kill_stragglers(workdir: Path) -> None:
     stop (or that lost its ansible-playbook to the hang-up of their terminal) goes on with the
     run's variables, the secret ones included. Each names the run's inventory on its command line.
     """
-    inventory = f"{workdir.resolve()}{os.sep}inventory{os.sep}".encode()
+    _signal_naming(f"{workdir.resolve()}{os.sep}inventory{os.sep}", signal.SIGKILL)
+
+
+def control_dir(workdir: Path) -> Path:
+    """Where ssh keeps the connections Ansible reuses (ControlPersist, ansible-core's ssh plugin:
+    `-o ControlMaster=auto -o ControlPersist=60s`) for runs in `workdir`: a folder of its own,
+    not the shared ~/.ansible/cp, so that its masters can be found and closed, and a short path,
+    for a socket's path holds at most 108 bytes on Linux (unix(7), sun_path)."""
+    digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"k8scifar-ssh-{digest}"
+
+
+def _private_dir(path: Path) -> None:
+    """`path` as a folder only this user can enter (made now, or found so): a folder in /tmp that
+    someone else made could hand them the connections to the nodes."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    found = path.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise RuntimeError(f"{path} is not a private folder of this user; remove it and run again")
+
+
+def close_connections(workdir: Path) -> None:
+    """End the ssh connection masters of runs in `workdir`: each would otherwise keep a login to a
+    node for a minute after the run (longer, hung, when the node went away), unseen. A master
+    names its socket, in the run's control folder, on its command line (`ssh: PATH [mux]`).
+    Both processes of a run call it: the playbook process outlives an operator's that was killed."""
+    folder = control_dir(workdir)
+    _signal_naming(f"{folder}{os.sep}", signal.SIGTERM)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _signal_naming(text: str, sig: signal.Signals) -> None:
+    """Send `sig` to every process whose command line holds `text`."""
+    needle = text.encode()
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if inventory in cmdline.read_bytes():
-                os.kill(int(cmdline.parent.name), signal.SIGKILL)
+            if needle in cmdline.read_bytes():
+                os.kill(int(cmdline.parent.name), sig)
         except (OSError, ProcessLookupError):
             continue
 
