@@ -13,7 +13,13 @@ import pytest
 import yaml
 
 from lab.config import ConfigError, HostKeyPolicy, load_stack, parse_config
-from lab.inventory import build_inventory, known_hosts_file, ssh_common_args
+from lab.inventory import (
+    LEGACY_KNOWN_HOSTS,
+    build_inventory,
+    known_hosts_file,
+    ssh_common_args,
+    with_known_hosts,
+)
 from tests.shipped import shipped_stacks
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
@@ -120,3 +126,15 @@ def test_known_hosts_is_private_to_the_operator(tmp_path: Path) -> None:
     path.chmod(0o644)
     assert known_hosts_file("demo", tmp_path).read_text() == "10.0.0.1 ssh-ed25519 AAAA\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_an_inventory_stored_before_the_policy_variable_still_checks_host_keys() -> None:
+    """Pulumi states from before kept a Jinja reference to the known_hosts file, which Ansible no
+    longer evaluates: destroying such a lab reads the policy back from the stored options."""
+    legacy = f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={LEGACY_KNOWN_HOSTS}"
+    stored = {"all": {"vars": {"ansible_ssh_common_args": legacy}}}
+    filled = with_known_hosts(stored, Path(AWKWARD) / "known_hosts")
+    args = _ssh_reads(shlex.split(filled["all"]["vars"]["ansible_ssh_common_args"]))
+    assert (args["stricthostkeychecking"], args["userknownhostsfile"]) == ("true", f"{AWKWARD}/known_hosts")
+    local = {"all": {"vars": {"ansible_connection": "local"}}}
+    assert with_known_hosts(local, Path("/k/h")) == local
