@@ -78,31 +78,35 @@ def server(machines: testbed.Testbed, lab: LabConfig) -> testbed.Machine:
     return found
 
 
-def test_an_owners_folders_are_never_taken(
-    machines: testbed.Testbed, server: testbed.Machine, lab: LabConfig
+@pytest.mark.parametrize(
+    ("export", "plant", "paths"),
+    [
+        (
+            OWNERS,
+            PLANT_OWNERS,
+            [OWNERS, f"{OWNERS}/datasets", f"{OWNERS}/runs", f"{OWNERS}/runs/exp42/model.pt"],
+        ),
+        (EMPTY_BEFORE, f"install -d -o 1000 -g 1000 -m 0700 {EMPTY_BEFORE}", [EMPTY_BEFORE]),
+    ],
+    ids=["an owner's datasets and runs", "an empty directory that was there before"],
+)
+def test_a_directory_the_lab_did_not_make_is_never_taken(
+    machines: testbed.Testbed,
+    server: testbed.Machine,
+    lab: LabConfig,
+    export: str,
+    plant: str,
+    paths: list[str],
 ) -> None:
-    machine_state.root_shell(machines, server, PLANT_OWNERS)
-    paths = [OWNERS, f"{OWNERS}/datasets", f"{OWNERS}/runs", f"{OWNERS}/runs/exp42/model.pt"]
+    machine_state.root_shell(machines, server, plant)
     before = _owner_and_mode(machines, server, *paths)
     try:
-        message = _refused(lab, OWNERS)
-        assert "already exists and the lab did not make it" in message, message
+        assert "already exists and the lab did not make it" in _refused(lab, export)
         _nothing_changed(machines)
         assert _owner_and_mode(machines, server, *paths) == before
+        assert " 1000 1000 " in before, before
     finally:
-        machine_state.root_shell(machines, server, f"rm -rf {OWNERS}")
-
-
-def test_a_directory_that_was_there_before_keeps_its_owner(
-    machines: testbed.Testbed, server: testbed.Machine, lab: LabConfig
-) -> None:
-    machine_state.root_shell(machines, server, f"install -d -o 1000 -g 1000 -m 0700 {EMPTY_BEFORE}")
-    try:
-        assert "already exists and the lab did not make it" in _refused(lab, EMPTY_BEFORE)
-        _nothing_changed(machines)
-        assert _owner_and_mode(machines, server, EMPTY_BEFORE) == f"{EMPTY_BEFORE} 1000 1000 700\n"
-    finally:
-        machine_state.root_shell(machines, server, f"rm -rf {EMPTY_BEFORE}")
+        machine_state.root_shell(machines, server, f"rm -rf {export}")
 
 
 def test_no_link_or_world_writable_directory_on_the_way(
