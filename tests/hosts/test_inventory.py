@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.config import ConfigError, HostKeyPolicy, load_stack, parse_config
+from lab.config import ConfigError, HostKeyPolicy, Node, Ssh, load_stack, parse_config
 from lab.inventory import (
     LEGACY_KNOWN_HOSTS,
     build_inventory,
@@ -20,6 +20,7 @@ from lab.inventory import (
     ssh_common_args,
     with_known_hosts,
 )
+from lab.ssh import Remote
 from tests.shipped import shipped_stacks
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
@@ -138,3 +139,17 @@ def test_an_inventory_stored_before_the_policy_variable_still_checks_host_keys()
     assert (args["stricthostkeychecking"], args["userknownhostsfile"]) == ("true", f"{AWKWARD}/known_hosts")
     local = {"all": {"vars": {"ansible_connection": "local"}}}
     assert with_known_hosts(local, Path("/k/h")) == local
+
+
+def test_labctl_reaches_ssh_with_whole_paths(tmp_path: Path) -> None:
+    """lab/ssh.py's own connections: the same options, and the key's path, whatever they hold."""
+    key = tmp_path / "my keys" / "it's (lab) #1 $HOME ~x" / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_text("a key\n")
+    node = Node(name="n", address="10.0.0.1", user="lab", role="server")
+    remote = Remote(node, Ssh(key_path=str(key)), Path(AWKWARD) / "known_hosts")
+    resolved = subprocess.run(
+        ["ssh", "-G", *remote.options(), "node"], capture_output=True, text=True, check=True
+    )
+    assert f"userknownhostsfile {AWKWARD}/known_hosts\n" in resolved.stdout
+    assert f"identityfile {key}\n" in resolved.stdout and "hostname node\n" in resolved.stdout
