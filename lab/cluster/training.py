@@ -121,6 +121,20 @@ def _network(lab: LabConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}, env
 
 
+def _ports(lab: LabConfig) -> dict[str, Any]:
+    """The rendezvous port as a container port, on the pod network only.
+
+    On a host-network pod the API server turns every containerPort into a hostPort of the same
+    number (kubernetes pkg/apis/core/v1/defaults.go, defaultHostNetworkPorts), and the scheduler
+    places no two pods with one hostPort on a node (NodePorts filter): packed ranks, which share
+    a template, could then never share their node. Only rank 0 listens on the port (torchrun's
+    store, `is_host`), and the Service targets it by number, so nothing needs it declared there.
+    """
+    if lab.trainer.host_network:
+        return {}
+    return {"ports": [{"name": "rendezvous", "containerPort": lab.trainer.port}]}
+
+
 def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
     term = [{"labelSelector": {"matchLabels": selector}, "topologyKey": HOSTNAME_TOPOLOGY}]
     if lab.trainer.placement is Placement.SPREAD:
@@ -144,7 +158,7 @@ def _pod_spec(
         launch_args(lab, name),
         [*training_mounts(), mount("signals", SIGNALS_DIR)],
         env=_rank_env(lab) + network_env,
-        ports=[{"name": "rendezvous", "containerPort": lab.trainer.port}],
+        **_ports(lab),
         # Ready means "this rank has joined the process group and trains" (trainer/readiness.py).
         readinessProbe={
             "exec": {"command": ["python", "-m", "trainer", "probe", "--ready", READY_FILE]},
@@ -186,7 +200,8 @@ def declare_training(
             # Ranks must resolve rank 0 long before any of them is Ready (Ready = run complete).
             "publishNotReadyAddresses": True,
             "selector": scope.selector(APP, COMPONENT),
-            "ports": [{"name": "rendezvous", "port": lab.trainer.port, "targetPort": "rendezvous"}],
+            # By number: host-network ranks declare no container port to name (_ports).
+            "ports": [{"name": "rendezvous", "port": lab.trainer.port, "targetPort": lab.trainer.port}],
         },
         opts=scope.opts(),
     )
