@@ -37,7 +37,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.cluster.pods import GPU_NODE_LABEL, GPU_RESOURCE, GPU_RUNTIME_CLASS
+from lab.cluster.pods import GPU_NODE_LABEL, GPU_RUNTIME_CLASS, GPU_TOLERATION
 from lab.cluster.scope import Scope
 from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.versions import DEVICE_PLUGIN_IMAGE
@@ -82,8 +82,7 @@ def _device_plugin(
         {
             "runtimeClassName": GPU_RUNTIME_CLASS,
             "nodeSelector": {GPU_NODE_LABEL: "true"},
-            # GPU nodes are often tainted so that only GPU work lands there; the plugin must still run.
-            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            "tolerations": [GPU_TOLERATION],
             # Without the plugin no GPU is allocatable: it is the last pod a node should evict.
             "priorityClassName": "system-node-critical",
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},

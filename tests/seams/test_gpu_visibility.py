@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from lab.cluster.pods import GPU_RESOURCE, GPU_RUNTIME_CLASS
+from lab.cluster.pods import GPU_RESOURCE
 from lab.cluster.security import PSA_LABEL, RESTRICTED
 from lab.config import load_stack
 from tests.hosts.test_host_hardening import render_host_files
-from tests.program.harness import ProgramRun, Registered, containers, env_of, name_of, pod_spec, recorded
+from tests.program.harness import ProgramRun, containers, env_of, name_of, recorded
 from tests.seams.nvidia_rules import (
     PLUGIN_IMAGE_ENV,
     VISIBLE_DEVICES,
@@ -32,6 +32,7 @@ from tests.seams.nvidia_rules import (
     devices,
     toolkit_settings,
 )
+from tests.seams.program_objects import gpu_workloads
 from tests.shipped import shipped_stacks
 
 GPU_STACKS = [s for s in shipped_stacks() if load_stack(s).has_gpus]
@@ -67,17 +68,6 @@ def plugin_devices(settings: dict[str, bool], container: dict[str, Any]) -> list
     """What the toolkit gives the plugin's container: its image's environment and the pod's."""
     env = PLUGIN_IMAGE_ENV | _literal_env(container)
     return devices(settings, env, [], bounding_set(container))
-
-
-def gpu_workloads(run: ProgramRun) -> list[Registered]:
-    """Every workload whose pods ask for a GPU through the nvidia runtime."""
-    return [
-        w
-        for w in run.resources
-        if w.is_kubernetes and "template" in w.inputs.get("spec", {})
-        if pod_spec(w).get("runtimeClassName") == GPU_RUNTIME_CLASS
-        and any(GPU_RESOURCE in c.get("resources", {}).get("limits", {}) for c in containers(w))
-    ]
 
 
 def test_gpu_stacks_ship() -> None:
