@@ -29,16 +29,22 @@ class Scope:
     provider: k8s.Provider
     parent: pulumi.Resource
     namespace: pulumi.Input[str]
+    # What every object declared through this scope waits for.
+    waits_for: tuple[pulumi.Resource, ...] = ()
 
     def opts(self, *depends_on: pulumi.Resource, **options: Any) -> pulumi.ResourceOptions:
         """Options for a child object: through the lab's provider, after `depends_on`."""
         return pulumi.ResourceOptions(
-            parent=self.parent, provider=self.provider, depends_on=list(depends_on), **options
+            parent=self.parent, provider=self.provider, depends_on=[*self.waits_for, *depends_on], **options
         )
 
     def within(self, namespace: pulumi.Input[str]) -> Scope:
         """The same lab, declaring into another of its namespaces."""
         return replace(self, namespace=namespace)
+
+    def after(self, *resources: pulumi.Resource) -> Scope:
+        """The same lab and namespace, every object declared after `resources`."""
+        return replace(self, waits_for=(*self.waits_for, *resources))
 
     def labels(self, app: str, component: str) -> dict[str, str]:
         return labels(self.lab.namespace, app, component)

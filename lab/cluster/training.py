@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.cluster.awaits import TRAINING_TIMEOUT
 from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
@@ -38,10 +39,6 @@ APP = "trainer"
 COMPONENT = "training"
 NAME = "trainer"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
-# `pulumi up` waits for every rank to be Ready, i.e. training. The image is on the nodes (the
-# dataset Job ran it) and a rank needs seconds to join and step, so a set that is not training
-# after this long is crash-looping or stuck: `up` fails and pulumi-kubernetes reports the pods.
-TRAINING_TIMEOUT = "15m"
 # torchrun restarts a failed worker group this often inside the pod before the container fails.
 MAX_RESTARTS = 3
 # The readiness signal lives in a memory-backed volume of the pod: it must not outlive the pod.
@@ -189,7 +186,7 @@ def declare_training(
     scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource, gang: Gang | None
 ) -> Training:
     lab = scope.lab
-    queue_labels, queue = gang_opts(gang)
+    queue_labels, queue = gang_opts(gang, COMPONENT)
     name = run_name(lab, image.tag)
     rights = declare_release_rights(scope, NAME, APP, COMPONENT)
     service = k8s.core.v1.Service(
@@ -209,7 +206,7 @@ def declare_training(
         "trainer",
         metadata={
             **scope.metadata(NAME, APP, COMPONENT, annotations={RUN_ANNOTATION: name}),
-            # With Kueue the ranks are one pod group, admitted all together or not at all.
+            # With Kueue the ranks are one pod group, admitted all together or not at all, ahead of a sweep.
             "labels": {**scope.labels(APP, COMPONENT), **queue_labels},
         },
         spec={
