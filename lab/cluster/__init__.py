@@ -54,11 +54,12 @@ class Cluster(pulumi.ComponentResource):
         lab: LabConfig,
         provider: k8s.Provider,
         context: BuildContext,
+        kubeconfig: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("k8scifar:cluster:Cluster", name, None, opts)
         namespaces = declare_namespaces(lab, provider, self)
-        scope = Scope(lab, provider, self, namespaces.lab.metadata.name)
+        scope = Scope(lab, provider, self, namespaces.lab.metadata.name, kubeconfig)
         build_scope = scope.within(namespaces.build.metadata.name)
         gpu_scope = scope.within(namespaces.gpu.metadata.name) if namespaces.gpu else None
         if gpu_scope:
