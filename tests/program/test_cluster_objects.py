@@ -206,7 +206,7 @@ def _program_on_tree(tmp_path: Path, tree: Path) -> Path:
         "from lab.build_context import build_context\n"
         "from lab.cluster import Cluster\n"
         f"context = build_context(Path({str(tree)!r}))\n"
-        "Cluster('lab', config.from_pulumi(), k8s.Provider('lab'), context=context)\n"
+        "Cluster('lab', config.from_pulumi(), k8s.Provider('lab'), context=context, kubeconfig='')\n"
     )
     return main
 
