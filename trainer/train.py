@@ -34,6 +34,12 @@ from trainer.model import RECIPES, build, param_groups
 SIGTERM_EXIT = 128 + signal.SIGTERM
 STATUS_EVERY_SECONDS = 15.0
 WHITENING_IMAGES = 5000
+# The cross-entropy of a uniform guess over the classes (ln 10): what an untrained net scores,
+# with or without label smoothing. An epoch whose mean train loss is DIVERGENCE_FACTOR times that
+# has diverged (docs/trainer.md, "Divergence").
+CHANCE_LOSS = math.log(len(data.CLASSES))
+DIVERGENCE_FACTOR = 10
+DIVERGED_LOSS = DIVERGENCE_FACTOR * CHANCE_LOSS
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class Stopped(Exception):
 
 
 class Diverged(RunFailed):
-    """The loss stopped being a number; the run is marked failed."""
+    """The loss stopped being a number, or grew far past a uniform guess's; the run is marked failed."""
 
 
 class StopSignal:
@@ -275,20 +281,16 @@ class Run:
                 self.report_status("running", eta_seconds=self.eta(begun, begun_step))
         loss_sum, correct, seen = distributed.sum_all(sums.tolist())
         test_loss, test_acc = self.evaluate(tta=0)
-        # Before the checkpoint: the last one on disk is always of weights that were still numbers.
-        _finite(
-            f"epoch {epoch + 1} (step {p.step})",
-            self.config.lr,
-            self.place.rank,
-            train=loss_sum / seen,
-            test=test_loss,
-        )
+        train_loss, where = loss_sum / seen, f"epoch {epoch + 1} (step {p.step})"
+        # Before the checkpoint: the last one on disk is always of an epoch that had not diverged.
+        _finite(where, self.config.lr, self.place.rank, train=train_loss, test=test_loss)
+        _below_divergence(where, self.config.lr, self.place.rank, train_loss)
         seconds = time.monotonic() - begun
         p.train_seconds += seconds
         line = {
             "epoch": epoch + 1,
             "step": p.step,
-            "train_loss": loss_sum / seen,
+            "train_loss": train_loss,
             "train_acc": correct / seen,
             "test_loss": test_loss,
             "test_acc": test_acc,
@@ -450,11 +452,24 @@ class Run:
 
 def _finite(where: str, lr: float, rank: int, **losses: float) -> None:
     """Raise on every rank alike when a loss (summed over the ranks) is not a number."""
-    if all(math.isfinite(value) for value in losses.values()):
-        return
-    shown = ", ".join(f"{name} loss {value}" for name, value in losses.items())
+    if not all(math.isfinite(value) for value in losses.values()):
+        _diverged(where, ", ".join(f"{name} loss {value}" for name, value in losses.items()), lr, rank)
+
+
+def _below_divergence(where: str, lr: float, rank: int, train_loss: float) -> None:
+    """Raise on every rank alike when an epoch's mean train loss (the same sum on every rank) is
+    DIVERGENCE_FACTOR times a uniform guess's or more."""
+    if train_loss >= DIVERGED_LOSS:
+        reason = (
+            f"train loss {train_loss:.4g} is at least {DIVERGED_LOSS:.1f}, {DIVERGENCE_FACTOR} times a"
+            f" uniform guess's (ln {len(data.CLASSES)})"
+        )
+        _diverged(where, reason, lr, rank)
+
+
+def _diverged(where: str, reason: str, lr: float, rank: int) -> None:
     error = Diverged(
-        f"training diverged in {where}: {shown}; lower --lr (it is {lr:g}) or check the data, then"
+        f"training diverged in {where}: {reason}; lower --lr (it is {lr:g}) or check the data, then"
         " start again with --fresh (the checkpoints hold only the epochs before)"
     )
     error.echo = rank != 0

@@ -7,6 +7,7 @@ import argparse
 import math
 import os
 import pickle
+import re
 import shutil
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.conftest import read_json, run, strict_json, torchrun, trainer
+from tests.trainer.conftest import SMALL, read_json, run, strict_json, torchrun, trainer
 from trainer import atomic, checkpoint, data
+from trainer.hyperparameters import RULES
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 
@@ -81,6 +83,30 @@ def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path
     assert [p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt")] == ["ckpt-000000012.pt"], (
         "no checkpoint of non-finite weights"
     )
+    _all_strict_json(run_dir)
+
+
+def test_the_largest_learning_rate_the_flag_accepts_fails_as_diverged(dataset: Path, tmp_path: Path) -> None:
+    """At --lr 100 the small net's loss grows by orders of magnitude while its accuracy sits at
+    chance; with only NaN and inf counting as divergence that run ended "done", exit 0."""
+    highest = RULES["lr"].high
+    args = ["train", "--data", dataset, "--runs", tmp_path, "--run-name", "hot", *SMALL, "--lr", str(highest)]
+    result = run(torchrun(2, *args))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
+    said = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(said) == 1, result.stderr[-4000:]
+    assert re.match(
+        rf"error: training diverged in epoch 2 \(step 24\): train loss [\d.e+]+ is at least 23\.0,"
+        rf" 10 times a uniform guess's \(ln 10\); lower --lr \(it is {highest:g}\)",
+        said[0],
+    ), said[0]
+    assert "done:" not in result.stdout
+    run_dir = tmp_path / "hot"
+    status = read_json(run_dir / "status.json")
+    assert status["state"] == "failed" and status["error"] == f"Diverged: {said[0].removeprefix('error: ')}"
+    assert not (run_dir / "summary.json").exists(), "a failed run has no summary"
+    assert [line["epoch"] for line in _metrics(run_dir)] == [1], "the diverged epoch is not recorded"
+    assert [p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt")] == ["ckpt-000000012.pt"]
     _all_strict_json(run_dir)
 
 
