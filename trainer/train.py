@@ -40,6 +40,8 @@ WHITENING_IMAGES = 5000
 CHANCE_LOSS = math.log(len(data.CLASSES))
 DIVERGENCE_FACTOR = 10
 DIVERGED_LOSS = DIVERGENCE_FACTOR * CHANCE_LOSS
+# What the trainer reads back from a resumed run's metrics history (status, summary, curves).
+HISTORY_KEYS = ("epoch", "step", "train_loss", "train_acc", "test_loss", "test_acc", "images_per_second")
 
 
 @dataclass(frozen=True)
@@ -210,12 +212,32 @@ class Run:
             "emergency": emergency,
         }
 
+    def layout(self) -> checkpoint.Layout:
+        """What a checkpoint must hold to resume this run."""
+        return checkpoint.Layout(
+            template=self.state(emergency=False),
+            parameters=tuple(p for group in self.optimizer.param_groups for p in group["params"]),
+            epochs=self.config.epochs,
+            steps_per_epoch=self.loader.steps_per_epoch,
+            line_keys=HISTORY_KEYS,
+        )
+
+    def check(self, start: Start) -> None:
+        """Refuse the checkpoint rank 0 chose if its content does not fit this run."""
+        if start.path is not None and start.state is not None:
+            checkpoint.check(start.path, start.state, self.layout())
+
     def resume(self, start: Start) -> None:
-        """Continue from the checkpoint rank 0 chose and loaded (the others load it now); a restart."""
+        """Continue from the checkpoint rank 0 chose, loaded and checked (the others load and check
+        it now); a restart."""
         chosen = distributed.share(start.path)
         if chosen is None:
             return
-        state = start.state or checkpoint.load(Path(chosen), self.config.hash(), self.device)
+        if start.state is None:
+            start = Start(Path(chosen), checkpoint.load(Path(chosen), self.config.hash(), self.device))
+            self.check(start)
+        state = start.state
+        assert state is not None
         self.net.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.lookahead:
@@ -548,17 +570,21 @@ def main(
     if done is None:
         # Rank 0 alone reads the folder (on several machines only its own has one) and refuses bad
         # state before the rendezvous; the others learn whether it found the run complete.
-        start = Start()
+        start, run = Start(), None
         if place.rank == 0:
             done = None if fresh else folder.completed(config.hash())
             if done is None:
                 start = prepare(folder, config, fresh)
                 if warning := few_steps_warning(config.train_images, config.batch_size):
                     print(f"warning: {warning}", file=sys.stderr, flush=True)
+                # Built before the rendezvous, so that a checkpoint that does not fit the run is
+                # refused while the other ranks still wait there.
+                run = Run(config, where, place, splits)
+                run.check(start)
         distributed.join(place, where.backend, where.timeout)
         done = distributed.share(done)
         if done is None:
-            done = _train(Run(config, where, place, splits), stop, start)
+            done = _train(run or Run(config, where, place, splits), stop, start)
             if done is None:
                 return SIGTERM_EXIT
         else:
