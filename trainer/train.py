@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -40,6 +41,8 @@ WHITENING_IMAGES = 5000
 CHANCE_LOSS = math.log(len(data.CLASSES))
 DIVERGENCE_FACTOR = 10
 DIVERGED_LOSS = DIVERGENCE_FACTOR * CHANCE_LOSS
+# A device's name as ranks exchange it, printable ASCII: "NVIDIA H100 80GB HBM3", "cpu (x86_64, 4 threads)".
+DEVICE_NAME = re.compile(r"[ -~]{1,255}")
 # What the trainer reads back from a resumed run's metrics history (status, summary, curves).
 HISTORY_KEYS = ("epoch", "step", "train_loss", "train_acc", "test_loss", "test_acc", "images_per_second")
 
@@ -155,7 +158,7 @@ class Run:
         self.where = where
         self.folder = RunFolder(where.run_dir)
         self.place = place
-        self.devices: list[object] = []
+        self.devices: list[str] = []
         self.device = distributed.device_for(self.place, where.backend)
         self.recipe = RECIPES[config.model]
         self.is_rank0 = self.place.rank == 0
@@ -230,11 +233,15 @@ class Run:
     def resume(self, start: Start) -> None:
         """Continue from the checkpoint rank 0 chose, loaded and checked (the others load and check
         it now); a restart."""
-        chosen = distributed.share(start.path)
-        if chosen is None:
+        # Its file name only: each rank reads its own run folder, wherever a peer would point.
+        name = distributed.share_text(
+            start.path.name if start.path else None, checkpoint.PATTERN, "a checkpoint's file name"
+        )
+        if name is None:
             return
+        chosen = self.folder.checkpoints / name
         if start.state is None:
-            start = Start(Path(chosen), checkpoint.load(Path(chosen), self.config.hash(), self.device))
+            start = Start(chosen, checkpoint.load(chosen, self.config.hash(), self.device))
             self.check(start)
         state = start.state
         assert state is not None
@@ -268,7 +275,7 @@ class Run:
         self.resume(start)
         stop.arm()
         self.model = distributed.wrap(self.net, self.device, self.config.compression)
-        self.devices = distributed.gather(_device_name(self.device))
+        self.devices = distributed.gather_text(_device_name(self.device), DEVICE_NAME, "a device name")
         self.report_status("running")
         for epoch in range(self.progress.epoch, self.config.epochs):
             self.train_epoch(epoch, stop)
@@ -518,12 +525,11 @@ def release_gpus(where: Placement, place: distributed.Topology) -> None:
         print(f"warning: {err}; the ranks keep their GPUs until the StatefulSet is scaled down", flush=True)
 
 
-def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSignal) -> int:
+def complete_and_wait(folder: RunFolder, best: float, stop: StopSignal) -> int:
     """Say the run is complete and sleep until SIGTERM, so a pod neither exits nor crash-loops."""
     stop.arm()
     print(
-        f"run {folder.path} is complete (best test accuracy {100 * summary['best_test_acc']:.2f}%);"
-        " waiting for SIGTERM",
+        f"run {folder.path} is complete (best test accuracy {100 * best:.2f}%); waiting for SIGTERM",
         flush=True,
     )
     stop.wait()
@@ -566,14 +572,14 @@ def main(
     fresh = _fresh(where)
     waits = where.on_complete != "exit"
     # Checked before joining: the other ranks of a finished job are asleep, not at the rendezvous.
-    done = folder.completed(config.hash()) if waits and not fresh else None
-    if done is None:
+    best = _best(folder.completed(config.hash())) if waits and not fresh else None
+    if best is None:
         # Rank 0 alone reads the folder (on several machines only its own has one) and refuses bad
         # state before the rendezvous; the others learn whether it found the run complete.
         start, run = Start(), None
         if place.rank == 0:
-            done = None if fresh else folder.completed(config.hash())
-            if done is None:
+            best = None if fresh else _best(folder.completed(config.hash()))
+            if best is None:
                 start = prepare(folder, config, fresh)
                 if warning := few_steps_warning(config.train_images, config.batch_size):
                     print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -582,25 +588,34 @@ def main(
                 run = Run(config, where, place, splits)
                 run.check(start)
         distributed.join(place, where.backend, where.timeout)
-        done = distributed.share(done)
-        if done is None:
-            done = _train(run or Run(config, where, place, splits), stop, start)
-            if done is None:
+        best = distributed.share_number(best)
+        if best is None:
+            summary = _train(run or Run(config, where, place, splits), stop, start)
+            if summary is None:
                 return SIGTERM_EXIT
+            best = summary["best_test_acc"]
         else:
             distributed.leave(finished=True)
             if place.rank == 0 and not waits:
                 print(
-                    f"run {folder.path} is already complete (best test accuracy"
-                    f" {100 * done['best_test_acc']:.2f}%); nothing to do (--fresh trains it again)",
+                    f"run {folder.path} is already complete (best test accuracy {100 * best:.2f}%);"
+                    " nothing to do (--fresh trains it again)",
                     flush=True,
                 )
     if waits:
         if where.ready_file:
             readiness.mark(where.ready_file, place.rank)
         release_gpus(where, place)
-        return complete_and_wait(folder, done, stop)
+        return complete_and_wait(folder, best, stop)
     return 0
+
+
+def _best(summary: dict[str, Any] | None) -> float | None:
+    """A completed run's best test accuracy; None when there is no such run (or its figure is not a
+    number, so the run finishes again from its checkpoint)."""
+    best = summary.get("best_test_acc") if summary else None
+    valid = isinstance(best, int | float) and not isinstance(best, bool) and math.isfinite(best)
+    return float(best) if valid else None
 
 
 def _train(run: Run, stop: StopSignal, start: Start) -> dict[str, Any] | None:
