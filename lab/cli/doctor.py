@@ -18,8 +18,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="check the operator's machine and the nodes before `pulumi up`",
         description="Preflight: Pulumi CLI, Python dependencies, SSH and sudo, OS, GPU driver, time"
         " sync, free ports, the configured interfaces, the trainer's uid, two nodes on one machine, an"
-        " existing cluster the lab did not install, and the bandwidth between the nodes with what it"
-        " means for DDP."
+        " existing cluster the lab did not install, the host firewall when the ranks use the host"
+        " network, and the bandwidth between the nodes with what it means for DDP."
         " Exits 1 when any finding is an error.",
     )
     add_stack_option(parser)

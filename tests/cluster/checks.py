@@ -133,19 +133,6 @@ def node_problems(nodes: Mapping[str, Any], expected: Iterable[str]) -> list[str
     return problems
 
 
-def gpu_problems(nodes: Mapping[str, Any], gpus: Mapping[str, int]) -> list[str]:
-    """Nodes whose allocatable `nvidia.com/gpu` differs from the configured count."""
-    allocatable = {
-        n["metadata"]["name"]: int(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
-        for n in nodes.get("items", [])
-    }
-    return [
-        f"node {name} offers {allocatable.get(name, 0)} nvidia.com/gpu, configured {want}"
-        for name, want in gpus.items()
-        if allocatable.get(name, 0) != want
-    ]
-
-
 def pod_problems(pods: Mapping[str, Any], expected: int, what: str) -> list[str]:
     """`what` needs `expected` Running and Ready pods (from `kubectl get pods -o json`)."""
     items = pods.get("items", [])
