@@ -33,7 +33,8 @@ OPERATOR = "operator"
 # in its image, so torch is not among them.
 RUNTIME_MODULES = ("pulumi", "pulumi_kubernetes", "ansible_runner", "testinfra")
 
-# Everything doctor needs from a node in one round trip, as key=value lines.
+# Everything doctor needs from a node in one round trip, as key=value lines; the script is run
+# with $trainer_uid set.
 FACTS_SCRIPT = r"""
 . /etc/os-release
 echo "os_id=$ID"
@@ -58,6 +59,9 @@ if command -v ss >/dev/null; then
 else
   echo "ports=unknown"
 fi
+echo "machine_id=$(cat /etc/machine-id 2>/dev/null)"
+echo "interfaces=$(ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
+echo "uid_owner=$(getent passwd "$trainer_uid" | cut -d: -f1)"
 echo "clock=$(date +%s.%N)"
 """
 
@@ -138,11 +142,13 @@ def _facts(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
-    """SSH, sudo, OS, GPU driver, time sync and free ports on one node."""
+def node_findings(cfg: LabConfig, stack: str, node: Node, machines: dict[str, str]) -> list[Finding]:
+    """SSH, sudo, OS, GPU driver, time sync, free ports, interface and trainer uid on one node,
+    and whether it is a machine already checked: `machines` maps the machine ids of the nodes
+    checked so far to their names, and gets this node's."""
     remote = Remote.of(stack, cfg.ssh, node)
     try:
-        done = remote.run(FACTS_SCRIPT, timeout=60)
+        done = remote.run(f"trainer_uid={cfg.trainer.uid}\n{FACTS_SCRIPT}", timeout=60)
     except SshError as err:
         return [
             Finding(node.name, "SSH", Level.ERROR, str(err), "fix SSH access first; the other checks need it")
@@ -159,8 +165,62 @@ def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
         userns_finding(node, facts),
         _time_sync(node, facts, clock_offset),
         ports_finding(node, facts, needed_ports(cfg, node)),
+        *interface_findings(node, facts),
+        uid_finding(node, facts, cfg.trainer.uid),
+        *same_machine_findings(node, facts, machines),
         existing_cluster_finding(node, *_existing_cluster(remote, cfg)),
         *([firewall_finding(cfg, node, *_active_firewall(remote))] if cfg.trainer.host_network else []),
+    ]
+
+
+def interface_findings(node: Node, facts: dict[str, str]) -> list[Finding]:
+    """The node's configured interface exists there (flannel and NCCL would otherwise fail late)."""
+    if node.interface is None:
+        return []
+    present = facts.get("interfaces", "").split()
+    if node.interface in present:
+        return [Finding(node.name, "interface", Level.OK, f"{node.interface} exists")]
+    return [
+        Finding(
+            node.name,
+            "interface",
+            Level.ERROR,
+            f"{node.interface} does not exist here (it has {', '.join(present) or 'none'})",
+            f"set interface for {node.name} to one of those, or leave it out to use the route's",
+        )
+    ]
+
+
+def uid_finding(node: Node, facts: dict[str, str], uid: int) -> Finding:
+    """trainer.uid names no account of the node: the export's files would be that account's."""
+    owner = facts.get("uid_owner", "")
+    if not owner:
+        return Finding(node.name, "trainer uid", Level.OK, f"{uid} is no account here")
+    return Finding(
+        node.name,
+        "trainer uid",
+        Level.ERROR,
+        f"trainer.uid {uid} is the account {owner!r} here: the export and its files would be {owner}'s",
+        "set trainer.uid to a uid no account of the nodes has (the default 10001 usually is)",
+    )
+
+
+def same_machine_findings(node: Node, facts: dict[str, str], machines: dict[str, str]) -> list[Finding]:
+    """An error when this node is a machine already checked under another node's address."""
+    machine = facts.get("machine_id", "")
+    if not machine:
+        return []
+    other = machines.setdefault(machine, node.name)
+    if other == node.name:
+        return []
+    return [
+        Finding(
+            node.name,
+            "machine",
+            Level.ERROR,
+            f"the same machine as {other} (/etc/machine-id {machine}): two nodes on one machine are one node",
+            f"give {node.name} the address of another machine, or remove it from the stack",
+        )
     ]
 
 

@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from lab.cluster.labels import labels
 from lab.cluster.scope import kubernetes_minor
 from lab.cluster.security import PRIVILEGED, namespace_level, pod_security_labels
-from lab.config import LabConfig
+from lab.config import BUILD_NAMESPACE_SUFFIX, GPU_NAMESPACE_SUFFIX, LabConfig
 
 APP = "k8scifar"
 COMPONENT = "namespace"
@@ -30,11 +30,11 @@ class Namespaces:
 
 
 def build_namespace(lab: LabConfig) -> str:
-    return f"{lab.namespace}-build"
+    return lab.namespace + BUILD_NAMESPACE_SUFFIX
 
 
 def gpu_namespace(lab: LabConfig) -> str:
-    return f"{lab.namespace}-gpu"
+    return lab.namespace + GPU_NAMESPACE_SUFFIX
 
 
 def lab_namespace(

@@ -1,4 +1,4 @@
-"""`labctl doctor` against two loopback "nodes" behind a real sshd: every finding comes from a real
+"""`labctl doctor` against two "nodes" behind a real sshd: every finding comes from a real
 check, and a broken input shows up as an error finding with its fix, never as a crash."""
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from lab.cli.preflight import (
     ports_finding,
     python_dependencies,
     python_imports,
+    uid_finding,
     userns_finding,
 )
 from lab.config import LabConfig, Node
 from lab.locks import OPERATOR_LOCK
-from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
+from tests.cli.conftest import AGENT, NOWHERE, SERVER, Sshd, labctl, loopback_values, node, write_stack
 
 
 def _rows(out: str, check: str) -> list[str]:
@@ -51,7 +52,7 @@ def test_doctor_checks_the_operator_and_both_nodes(sshd: Sshd, tmp_path: Path) -
 
 def test_doctor_reports_an_unreachable_node_and_goes_on(sshd: Sshd, tmp_path: Path) -> None:
     values = loopback_values(sshd, tmp_path / "export")
-    values["nodes"][1] = node("node-b", "127.0.0.3", "agent")  # nothing listens there
+    values["nodes"][1] = node("node-b", NOWHERE, "agent")
     write_stack(tmp_path, "half", values)
     result = labctl("doctor", "--stack", "half", "--stacks-dir", tmp_path, "--nodes-only")
     assert result.code == 1 and "Traceback" not in result.err
@@ -175,6 +176,32 @@ def test_existing_cluster_finding_reads_the_nodes_survey() -> None:
     assert existing_cluster_finding(node, 0, "k3s|ours\n").detail == "k3s installed by this lab"
     assert existing_cluster_finding(node, 0, "").level.value == "ok"
     assert existing_cluster_finding(node, 1, "").level.value == "warning"
+
+
+def test_doctor_finds_a_missing_interface_and_two_nodes_on_one_machine(sshd: Sshd, tmp_path: Path) -> None:
+    """The test sshd's two addresses are one machine whose only interface is `lo`."""
+    values = loopback_values(sshd, tmp_path / "export")
+    values["nodes"][0]["interface"] = "lo"
+    values["nodes"][1]["interface"] = "eth9"
+    write_stack(tmp_path, "one", values)
+    result = labctl("doctor", "--stack", "one", "--stacks-dir", tmp_path, "--nodes-only", "--no-bandwidth")
+    assert result.code == 1 and "Traceback" not in result.err
+    interface = _rows(result.out, "interface")
+    assert len(interface) == 2 and "│ ok " in interface[0] and "lo exists" in interface[0], result.out
+    assert "error" in interface[1] and "eth9 does not exist here (it has lo)" in interface[1]
+    machine = _rows(result.out, "machine")
+    assert (
+        len(machine) == 1 and machine[0].startswith("│ node-b") and "the same machine as node-a" in machine[0]
+    )
+    uid = _rows(result.out, "trainer uid")
+    assert len(uid) == 2 and all("│ ok " in row and "10001 is no account here" in row for row in uid)
+
+
+def test_uid_finding_names_the_account_that_has_the_trainer_uid() -> None:
+    node = Node(name="n", address="10.0.0.1", user="u", role="server")
+    taken = uid_finding(node, {"uid_owner": "alice"}, 10001)
+    assert taken.level.value == "error" and "trainer.uid 10001 is the account 'alice' here" in taken.detail
+    assert uid_finding(node, {"uid_owner": ""}, 10001).level.value == "ok"
 
 
 def test_doctor_checks_the_firewall_of_nodes_whose_ranks_use_the_host_network(

@@ -15,6 +15,13 @@ from typing import Any
 
 import yaml
 
+from lab.playbook import ANSIBLE_DIR
+
+# The nfs_server role's mark of an export the lab made, and the lab's folders in it.
+_NFS_DEFAULTS = yaml.safe_load((ANSIBLE_DIR / "roles" / "nfs_server" / "defaults" / "main.yml").read_text())
+EXPORT_MARK: str = _NFS_DEFAULTS["nfs_server_mark"]
+EXPORT_FOLDERS: list[str] = _NFS_DEFAULTS["nfs_server_subdirs"]
+
 
 def require(problems: list[str]) -> None:
     """Fail the calling check with every problem spelled out (pytest would shorten a list)."""
