@@ -27,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +49,12 @@ PROCESS_MODULE = "lab.playbook_process"
 SECRETS_PREFIX = "secrets-"
 # The key of the answer line that gives ansible-playbook's process id.
 PLAYBOOK_PID = "playbook_pid"
+# Every process of a run carries this variable, set to the run's own random mark: the playbook
+# process, ansible-playbook, its workers and their ssh inherit it. Clean-up kills the processes
+# of this user that carry the mark of the run in the work directory, named in MARK_FILE, and no
+# other: a command line that mentions the work directory proves nothing (anyone can write one).
+RUN_MARK = "K8SCIFAR_PLAYBOOK_RUN"
+MARK_FILE = ".run-mark"
 # Environment variables the playbook process keeps: what ansible-playbook and ssh need (home,
 # locale, the SSH agent's socket), nothing that authenticates anyone.
 KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
@@ -156,12 +163,21 @@ def _exclusive(workdir: Path) -> Iterator[None]:
         yield
 
 
-def _environment() -> dict[str, str]:
+def _environment(mark: str) -> dict[str, str]:
     """The playbook process's environment: the kept variables, this Python's bin/ first on PATH
-    (Pulumi may run us without it) and this checkout's lab package importable."""
+    (Pulumi may run us without it), this checkout's lab package importable and the run's mark."""
     kept = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
-    return {**kept, "PATH": path, "PYTHONPATH": str(ROOT)}
+    return {**kept, "PATH": path, "PYTHONPATH": str(ROOT), RUN_MARK: mark}
+
+
+def _new_mark(workdir: Path) -> str:
+    """A fresh mark for the run about to start in `workdir`, recorded there (0600) for clean-up."""
+    mark = secrets.token_hex(16)
+    fd = os.open(workdir / MARK_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(mark)
+    return mark
 
 
 def _how_it_ended(returncode: int) -> str:
@@ -215,7 +231,7 @@ def run_playbook(
         _scrub_secrets(workdir)
         _private_dir(control_dir(workdir))
         try:
-            answer, returncode = _run_process(request)
+            answer, returncode = _run_process(request, _new_mark(workdir))
         finally:
             _scrub_secrets(workdir)
             close_connections(workdir)
@@ -233,7 +249,7 @@ def log_file(workdir: Path, playbook: str) -> Path:
     return workdir.resolve() / f"{Path(playbook).stem}.log"
 
 
-def _run_process(request: Request) -> tuple[Outcome | None, int]:
+def _run_process(request: Request, mark: str) -> tuple[Outcome | None, int]:
     """Start the playbook process, hand it `request`, and return its outcome and exit code.
 
     Its stdin stays open until it has answered: when this process dies first, the playbook
@@ -246,7 +262,7 @@ def _run_process(request: Request) -> tuple[Outcome | None, int]:
         [sys.executable, "-m", PROCESS_MODULE],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        env=_environment(),
+        env=_environment(mark),
         cwd=request.workdir,
         text=True,
     )
@@ -271,14 +287,19 @@ def _run_process(request: Request) -> tuple[Outcome | None, int]:
 
 
 def _kill_stragglers(workdir: Path) -> None:
-    """SIGKILL every ansible-playbook process of a run in `workdir` that is still there.
+    """SIGKILL every process of this user that carries the mark of the last run in `workdir`.
 
     Runs in a work directory take turns, so any such process is left from a run whose playbook
     process died: an ansible worker, in a session of its own, that its ansible-playbook did not
     stop (or that lost its ansible-playbook to the hang-up of their terminal) goes on with the
-    run's variables, the secret ones included. Each names the run's inventory on its command line.
+    run's variables, the secret ones included. The process calling this is spared.
     """
-    _signal_naming(f"{workdir.resolve()}{os.sep}inventory{os.sep}", signal.SIGKILL)
+    try:
+        mark = (workdir / MARK_FILE).read_text().strip()
+    except FileNotFoundError:
+        return
+    wanted = f"{RUN_MARK}={mark}".encode()
+    _signal_own(signal.SIGKILL, lambda proc: wanted in (proc / "environ").read_bytes().split(b"\0"))
 
 
 def control_dir(workdir: Path) -> Path:
@@ -305,17 +326,20 @@ def close_connections(workdir: Path) -> None:
     names its socket, in the run's control folder, on its command line (`ssh: PATH [mux]`).
     Both processes of a run call it: the playbook process outlives an operator's that was killed."""
     folder = control_dir(workdir)
-    _signal_naming(f"{folder}{os.sep}", signal.SIGTERM)
+    needle = f"{folder}{os.sep}".encode()
+    _signal_own(signal.SIGTERM, lambda proc: needle in (proc / "cmdline").read_bytes())
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _signal_naming(text: str, sig: signal.Signals) -> None:
-    """Send `sig` to every process whose command line holds `text`."""
-    needle = text.encode()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+def _signal_own(sig: signal.Signals, chosen: Callable[[Path], bool]) -> None:
+    """Send `sig` to every process of this user but the caller whose /proc folder is `chosen`."""
+    me, uid = os.getpid(), os.geteuid()
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if needle in cmdline.read_bytes():
-                os.kill(int(cmdline.parent.name), sig)
+            if int(proc.name) == me or proc.stat().st_uid != uid:
+                continue
+            if chosen(proc):
+                os.kill(int(proc.name), sig)
         except (OSError, ProcessLookupError):
             continue
 

@@ -10,11 +10,12 @@ from lab.cli import doctor, hosts, init, render, results, status, try_local, val
 from lab.cli.console import CliError, print_error
 from lab.cli.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
+from lab.kubeconfig import KubeconfigError
 from lab.playbook import PlaybookError
 from lab.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
-EXPECTED = (CliError, ConfigError, PlaybookError, SshError)
+EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError)
 
 
 def build_parser() -> argparse.ArgumentParser:

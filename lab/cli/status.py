@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.console import CliError, console
-from lab.cli.pods import Rank, training_ranks
+from lab.cli.console import CliError, console, errors
+from lab.cli.pods import Rank, gpu_node_lines, training_ranks
 from lab.cli.runsource import runs_source
 from lab.cli.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
@@ -130,10 +130,13 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
-    ranks = []
-    if args.runs_dir is None and load(args).installs_kubernetes:
-        ranks = training_ranks(load(args), args.stack, args.stacks_dir)
-    if ranks:
-        console.print(ranks_table(ranks))
+    if args.runs_dir is None:
+        cfg = load(args)
+        if cfg.installs_kubernetes:
+            for line in gpu_node_lines(cfg, args.stack, args.stacks_dir):
+                errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
+            ranks = training_ranks(cfg, args.stack, args.stacks_dir)
+            if ranks:
+                console.print(ranks_table(ranks))
     console.print(run_table(pick_run(source.collect(), args.run, source.where, what_starts_a_run(args))))
     return 0

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lab.build_context import build_context
 from lab.cli.console import CliError, console, errors
+from lab.cli.pods import gpu_node_lines
 from lab.cli.runsource import RunsSource, runs_source
 from lab.cli.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cli.status import all_runs, progress
@@ -184,4 +185,10 @@ def run(args: argparse.Namespace) -> int:
         name = name or run_name(cfg, build_context().tag)
     source = runs_source(args)
     where = f"--runs-dir {args.runs_dir}" if args.runs_dir is not None else flags(args)
+    # Ranks that ask for GPUs no node offers never start: say so instead of waiting forever.
+    gpu_lines = [] if args.runs_dir is not None else gpu_node_lines(cfg, args.stack, args.stacks_dir)
+    for line in gpu_lines:
+        errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
+    if gpu_lines:
+        return EXIT_FAILED
     return follow(Follower(source, name, args.failed_after), args.interval, args.timeout, where)

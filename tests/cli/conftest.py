@@ -1,15 +1,11 @@
-"""Fixtures for the CLI tests: a throw-away sshd on loopback that plays two nodes, stack files that
-point at it, and `labctl` run as the operator runs it."""
+"""Fixtures for the CLI tests: stack files that point at the test sshd (tests/support/sshd.py),
+and `labctl` run as the operator runs it."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,58 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-# Two loopback addresses, so the two "nodes" are distinct to the lab and to the bandwidth probe.
-SERVER, AGENT = "127.0.0.1", "127.0.0.2"
-
-
-@dataclass(frozen=True)
-class Sshd:
-    port: int
-    key: Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((SERVER, 0))
-        return s.getsockname()[1]
-
-
-def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    """sshd on 127.0.0.1 and 127.0.0.2 with its own host key, letting in root with a fresh key."""
-    if os.geteuid() != 0:
-        pytest.skip("logging in over SSH as the nodes' sudo user needs root here (CI runs as root)")
-    exe = shutil.which("sshd") or "/usr/sbin/sshd"
-    home = tmp_path_factory.mktemp("sshd")
-    _keygen(home / "host_key")
-    _keygen(home / "client_key")
-    shutil.copy(home / "client_key.pub", home / "authorized_keys")
-    port = free_port()
-    (home / "sshd_config").write_text(
-        f"Port {port}\nListenAddress {SERVER}\nListenAddress {AGENT}\nHostKey {home / 'host_key'}\n"
-        f"AuthorizedKeysFile {home / 'authorized_keys'}\nPidFile {home / 'sshd.pid'}\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
-        "UsePAM no\nStrictModes no\n"
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
-    daemon = subprocess.Popen([exe, "-D", "-e", "-f", str(home / "sshd_config")], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection((AGENT, port), timeout=1).close()
-            break
-        except OSError:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                daemon.kill()
-                raise RuntimeError(f"sshd did not start: {daemon.communicate()[1].decode()}") from None
-            time.sleep(0.1)
-    yield Sshd(port, home / "client_key")
-    daemon.terminate()
-    daemon.wait(timeout=10)
+from tests.support.sshd import AGENT, SERVER, Sshd, free_port
 
 
 def node(name: str, address: str, role: str, **extra: Any) -> dict[str, Any]:
@@ -83,7 +28,7 @@ def write_stack(stacks: Path, name: str, values: dict[str, Any]) -> Path:
 
 
 def loopback_values(sshd: Sshd, export: Path, **trainer: Any) -> dict[str, Any]:
-    """A two-node stack whose nodes are this machine's loopback addresses behind the test sshd."""
+    """A two-node stack whose nodes are the test sshd's two addresses."""
     return {
         "nodes": [node("node-a", SERVER, "server"), node("node-b", AGENT, "agent")],
         "ssh": {"keyPath": str(sshd.key), "port": sshd.port, "hostKeyPolicy": "off"},

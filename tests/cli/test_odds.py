@@ -19,8 +19,9 @@ from lab.cli.preflight import PULUMI_INSTALL
 from lab.cli.try_local import EPOCHS, GENERATED_IMAGES, minutes_range
 from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
 from lab.inventory import STATE_DIR
-from tests.cli.conftest import AGENT, SERVER, Sshd, free_port, loopback_values, node, write_stack
+from tests.cli.conftest import loopback_values, node, write_stack
 from tests.shipped import ROOT, shipped_stacks
+from tests.support.sshd import AGENT, SERVER, Sshd, free_port
 
 
 def _piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -39,7 +40,7 @@ def test_doctor_piped_keeps_each_finding_on_one_row_and_counts_in_words(sshd: Ss
     write_stack(tmp_path, "piped", loopback_values(sshd, tmp_path / "export"))
     done = _piped("doctor", "--stack", "piped", "--stacks-dir", tmp_path, "--nodes-only", "--no-bandwidth")
     ssh = [line for line in done.stdout.splitlines() if "│ SSH " in line]
-    # Folded to 80 columns, "logged in as root@127.0.0.1" was cut over two or three rows.
+    # Folded to 80 columns, "logged in as root@<address>" was cut over two or three rows.
     assert len(ssh) == 2 and f"logged in as root@{SERVER}" in ssh[0], done.stdout
     assert re.fullmatch(r"\d+ ok, \d+ warnings?, \d+ errors?", done.stdout.strip().splitlines()[-1])
     assert [plural(n, "warning") for n in (0, 1, 2)] == ["0 warnings", "1 warning", "2 warnings"]

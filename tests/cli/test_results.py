@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lab.cli.runsource import LocalRuns
-from tests.cli.conftest import TINY, Sshd, assert_one_line_error, labctl, loopback_values, write_stack
+from tests.cli.conftest import TINY, assert_one_line_error, labctl, loopback_values, write_stack
+from tests.support.sshd import SERVER, Sshd
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -113,7 +114,7 @@ def test_status_without_a_cluster_is_one_line(sshd: Sshd, tmp_path: Path) -> Non
     stacks = _loopback_stack(sshd, tmp_path, tmp_path / "export")
     result = labctl("status", "--stack", "loop", "--stacks-dir", stacks)
     assert_one_line_error(
-        result, "no cluster on node-a (127.0.0.1) yet", f"labctl hosts up --stack loop --stacks-dir {stacks}"
+        result, f"no cluster on node-a ({SERVER}) yet", f"labctl hosts up --stack loop --stacks-dir {stacks}"
     )
 
 

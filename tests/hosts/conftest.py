@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import sshd  # noqa: F401  (the fixture: a throw-away sshd on loopback)
-
 # The task both pretend bootstraps start with: the secret lands on the pretend node.
 WRITE_TOKEN = """\
     - name: Write the join token where only root may read it

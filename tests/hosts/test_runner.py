@@ -21,9 +21,10 @@ from lab.playbook import (
     PlaybookResult,
     control_dir,
     run_playbook,
+    stop_playbook,
 )
-from tests.cli.conftest import Sshd
 from tests.hosts.conftest import local_inventory
+from tests.support.sshd import SERVER, Sshd
 
 TOKEN = "abcdef.0123456789abcdef"
 SECRET_MARKERS = [TOKEN, "S2V5LVNFQ1JFVC1NQVJLRVI", "Key-SECRET-MARKER", "Env-SECRET-MARKER"]
@@ -302,7 +303,7 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     inventory = local_inventory(target, ["node-a"])
     inventory["all"]["vars"].update(
         ansible_connection="ssh",
-        ansible_host="127.0.0.1",
+        ansible_host=SERVER,
         ansible_port=sshd.port,
         ansible_user="root",
         ansible_ssh_private_key_file=str(sshd.key),
@@ -313,3 +314,20 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     _site(ansible_dir, target, work, ["node-a"], quiet=True, inventory=inventory)
     assert _ssh_masters() - before == set(), "an ssh connection master outlived the run"
     assert not control_dir(work).exists()
+
+
+def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    """A process that is no part of a run but names the run's inventory on its command line (anyone
+    can start one) outlives the run's clean-up, before and after it."""
+    work = tmp_path / "work"
+    (work / "inventory").mkdir(parents=True)
+    bystander = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", f"{work.resolve()}/inventory/hosts.json"]
+    )
+    try:
+        _site(ansible_dir, target, work, ["node-a"], quiet=True)
+        stop_playbook(None, work)
+        assert bystander.poll() is None, "the clean-up killed a process that was not the run's"
+    finally:
+        bystander.kill()
+        bystander.wait()

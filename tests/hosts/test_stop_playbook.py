@@ -4,6 +4,7 @@ leader did meanwhile."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +18,15 @@ def test_a_leader_reaped_while_it_is_read_still_lets_the_workers_be_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work = tmp_path / "work"
-    (work / "inventory").mkdir(parents=True)
+    work.mkdir()
     # ansible-playbook as pexpect starts it (leading a session of its own), and a worker of the
-    # run, which names the run's inventory on its command line.
+    # run, which carries the run's mark in its environment.
+    mark = playbook._new_mark(work)
     leader = subprocess.Popen(["sleep", "60"], start_new_session=True)
     worker = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", f"{work.resolve()}/inventory/hosts"],
+        [sys.executable, "-c", "import time; time.sleep(60)"],
         start_new_session=True,
+        env={**os.environ, playbook.RUN_MARK: mark},
     )
     read_text = Path.read_text
 
