@@ -24,6 +24,7 @@ from lab.playbook import (
     stop_playbook,
 )
 from tests.hosts.conftest import local_inventory
+from tests.support.processes import mentioning
 from tests.support.sshd import SERVER, Sshd
 
 TOKEN = "abcdef.0123456789abcdef"
@@ -102,20 +103,6 @@ def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Pat
     assert any(TOKEN in hit for hit in _files_containing(work, SECRET_MARKERS))
 
 
-def _processes(mentioning: str) -> dict[int, int]:
-    """pid to parent pid of every process whose command line mentions `mentioning`."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue
-        if mentioning.encode() in cmdline:
-            found[int(stat.parent.name)] = parent
-    return found
-
-
 def test_a_killed_run_leaves_no_secret(
     ansible_dir: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,11 +131,11 @@ def test_a_killed_run_leaves_no_secret(
         time.sleep(0.2)
     live = [p.name for p in work.glob(f"{SECRETS_PREFIX}*")]
     assert len(live) == 1 and live != [stale.name], f"expected only the live run's secrets, found {live}"
-    (process,) = [pid for pid, parent in _processes(PROCESS_MODULE).items() if parent == os.getpid()]
+    (process,) = [pid for pid, parent in mentioning(PROCESS_MODULE).items() if parent == os.getpid()]
     os.kill(process, signal.SIGKILL)
     run.join(timeout=60)
     assert not run.is_alive()
-    assert _processes(str(work)) == {}, "ansible-playbook outlived the killed run"
+    assert mentioning(str(work)) == {}, "ansible-playbook outlived the killed run"
     assert "killed by SIGKILL" in str(failure[0])
     assert (target / "node-a.token").read_text() == TOKEN, "the run was killed before it used the token"
     assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
@@ -190,7 +177,7 @@ def _operator_run(ansible_dir: Path, target: Path, tmp_path: Path, work: Path) -
 
 def _working_in(work: Path) -> list[int]:
     """Processes of a run in `work`: the playbook process runs there, ansible-playbook names it."""
-    found = list(_processes(str(work)))
+    found = list(mentioning(str(work)))
     for cwd in Path("/proc").glob("[0-9]*/cwd"):
         try:
             if cwd.resolve() == work.resolve():
@@ -229,7 +216,7 @@ def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path,
     os.killpg(operator.pid, signal.SIGKILL)
     operator.wait(timeout=60)
     _site(ansible_dir, target, work, ["node-a"], quiet=True)
-    assert _processes(str(work)) == {}, "the orphaned ansible-playbook of the killed run still runs"
+    assert mentioning(str(work)) == {}, "the orphaned ansible-playbook of the killed run still runs"
     assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
     assert _files_containing(work, SECRET_MARKERS) == []
 
@@ -316,7 +303,7 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     assert not control_dir(work).exists()
 
 
-def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+def test_clean_up_kills_only_the_runs_ownmentioning(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """A process that is no part of a run but names the run's inventory on its command line (anyone
     can start one) outlives the run's clean-up, before and after it."""
     work = tmp_path / "work"

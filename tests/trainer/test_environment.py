@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.conftest import SMALL, free_port, run, trainer
+from tests.support.network import free_port
+from tests.trainer.conftest import SMALL, run, trainer
 from trainer.distributed import JobEnvironmentError, apply_socket_interfaces, timeout_seconds, topology
 
 

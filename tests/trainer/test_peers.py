@@ -8,7 +8,8 @@ import json
 import pickle
 from pathlib import Path
 
-from tests.trainer.conftest import ROOT, TORCHRUN, free_port, run, strict_json
+from tests.support.network import free_port
+from tests.trainer.conftest import ROOT, TORCHRUN, run, strict_json
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "2"]
 

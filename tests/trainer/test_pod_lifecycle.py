@@ -26,8 +26,10 @@ import pytest
 from lab.cluster import training
 from lab.cluster.pods import GRACE_PERIOD_SECONDS, REQUIRE_CIFAR10
 from lab.config import load_stack
+from tests.support.network import free_port
+from tests.support.processes import children
 from tests.trainer.apiserver import Recorder, recording_server
-from tests.trainer.conftest import SMALL, children, free_port, read_json, start, wait_for
+from tests.trainer.conftest import SMALL, read_json, start, wait_for
 from tests.trainer.test_handoff import TOKEN, service_account
 from trainer import readiness
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.processes import children
 from tests.trainer.conftest import (
     SMALL,
-    children,
     epochs_logged,
     read_json,
     run,
