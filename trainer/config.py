@@ -35,6 +35,7 @@ class TrainConfig:
     compression: str
     train_images: int
     test_images: int
+    trained_on: str  # contract.CIFAR10 or contract.GENERATED
 
     def hyperparameters(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,7 +45,7 @@ class TrainConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def resolve(options: dict[str, Any], train_images: int, test_images: int) -> TrainConfig:
+def resolve(options: dict[str, Any], train_images: int, test_images: int, trained_on: str) -> TrainConfig:
     """Fill the options left unset (None) from the model's recipe."""
     recipe = RECIPES[options["model"]]
 
@@ -68,6 +69,7 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int) -> Tra
         compression=options["compression"],
         train_images=train_images,
         test_images=test_images,
+        trained_on=trained_on,
     )
 
 

@@ -29,6 +29,8 @@ from trainer import contract
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
+# A TCP port is 16 bits; torch's store takes a larger one as is and fails deep inside.
+MAX_PORT = 65535
 # The longest text ranks exchange (a device name, a checkpoint's file name), in UTF-8 bytes.
 MAX_TEXT_BYTES = 255
 
@@ -57,13 +59,14 @@ def _first(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
     return None
 
 
-def _integer(name: str, value: str, minimum: int) -> int:
+def _integer(name: str, value: str, minimum: int, maximum: int | None = None) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise JobEnvironmentError(f"{name}={value!r} is not an integer") from None
-    if number < minimum:
-        raise JobEnvironmentError(f"{name}={number} must be at least {minimum}")
+        raise JobEnvironmentError(f"{name}={value[:40]!r} is not an integer") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+        raise JobEnvironmentError(f"{name}={number} must be {bounds}")
     return number
 
 
@@ -108,7 +111,7 @@ def topology(env: Mapping[str, str]) -> Topology:
         world_size=world_size,
         local_rank=_integer(*local, minimum=0) if local else 0,
         master_addr=addr[1],
-        master_port=_integer(*port, minimum=1),
+        master_port=_integer(*port, minimum=1, maximum=MAX_PORT),
     )
 
 

@@ -26,7 +26,7 @@ from torch import nn
 
 from trainer import checkpoint, data, distributed, handoff, plots, readiness
 from trainer.config import ConfigurationError, TrainConfig, code_hash
-from trainer.contract import CURVES_FILE
+from trainer.contract import CURVES_FILE, TRAINED_ON
 from trainer.errors import RunFailed
 from trainer.loader import PAD, Shard, TrainLoader, few_steps_warning, normalise, to_device, translate
 from trainer.metrics import RunFolder, progress_line
@@ -327,6 +327,7 @@ class Run:
             "epoch_seconds": seconds,
             "images_per_second": (p.step_in_epoch - begun_step) * self.config.batch_size / seconds,
             "restarts": p.restarts,
+            TRAINED_ON: self.config.trained_on,
         }
         if p.seconds_to_target is None and test_acc >= self.where.target_accuracy:
             p.seconds_to_target, p.epochs_to_target = p.train_seconds, epoch + 1
@@ -432,6 +433,7 @@ class Run:
                 "rank_count": len(self.devices),
                 "restarts": p.restarts,
                 "config_hash": self.config.hash(),
+                TRAINED_ON: self.config.trained_on,
                 **fields,
             },
         )
@@ -442,6 +444,7 @@ class Run:
         if p.seconds_to_target is None and final_acc >= self.where.target_accuracy:
             p.seconds_to_target, p.epochs_to_target = p.train_seconds, self.config.epochs
         summary = {
+            TRAINED_ON: self.config.trained_on,
             "final_test_acc": final_acc,
             "final_test_loss": final_loss,
             "best_test_acc": max(accuracies),
@@ -468,11 +471,13 @@ class Run:
                 self.place.world_size,
                 self.where.target_accuracy,
                 self.config.label_smoothing,
+                self.config.trained_on,
             )
             plots.curves(p.history, self.folder.path / CURVES_FILE, labels)
             self.report_status("complete", best_test_acc=summary["best_test_acc"], final_test_acc=final_acc)
             print(
-                f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%),"
+                f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%)"
+                f" on {self.config.trained_on},"
                 f" loss {final_loss:.4f}, {p.train_seconds:.1f} s on {self.place.world_size} rank(s)",
                 flush=True,
             )
