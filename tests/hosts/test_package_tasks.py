@@ -115,6 +115,63 @@ def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
     assert "python3-debian" in defaults["prereq_packages"]
 
 
+# lab_packages: reset's marks, and apt's lock
+
+
+def _marked_at_reset(tmp_path: Path, manual_record: list[str] | None) -> list[str]:
+    """The packages reset hands to `apt-mark auto`: the lab added nfs-common (asked for by name),
+    keyutils and libnfsidmap1 (its dependencies); since, the owner installed keyutils by hand."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "packages").write_text("nfs-common\nkeyutils\nlibnfsidmap1\n")
+    if manual_record is not None:
+        (state / "packages-manual").write_text("".join(f"{p}\n" for p in manual_record))
+    fakes = {
+        "dpkg-query": "printf 'ii nfs-common\\nii keyutils\\nii libnfsidmap1\\nii bash\\n'",
+        "apt-mark": 'case "$1" in showmanual) printf "bash\\nkeyutils\\nnfs-common\\n";;\n'
+        ' auto) shift; echo "$*" >> "$FAKE_DIR/auto"\n'
+        '  for p; do echo "$p set to automatically installed."; done;;\n'
+        "esac",
+        "apt-get": "exit 0",  # nothing is unneeded: nothing is purged
+    }
+    rc, output, _ = _run("lab_packages", "reset.yml", tmp_path, {"lab_state_dir": str(state)}, fakes, [])
+    assert rc == 0, output
+    return (tmp_path / "auto").read_text().split()
+
+
+def test_reset_leaves_the_packages_the_owner_installed_by_hand_to_the_owner(tmp_path: Path) -> None:
+    assert sorted(_marked_at_reset(tmp_path, ["nfs-common"])) == ["libnfsidmap1", "nfs-common"]
+
+
+def test_reset_of_a_lab_without_the_record_of_its_requests_marks_all_its_packages(tmp_path: Path) -> None:
+    assert sorted(_marked_at_reset(tmp_path, None)) == ["keyutils", "libnfsidmap1", "nfs-common"]
+
+
+def _all_tasks() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        found += [
+            (f"{path.parent.parent.name}/{path.name}", t) for t in _blocks(yaml.safe_load(path.read_text()))
+        ]
+    return found
+
+
+def test_every_task_that_takes_the_dpkg_lock_waits_for_it() -> None:
+    """unattended-upgrades holds the dpkg lock for minutes on a first boot (Ubuntu 24.04). The apt
+    module waits lock_timeout seconds (default 60, ansible-core modules/apt.py); dpkg
+    --set-selections (dpkg_selections) fails at once, so it is tried again for as long."""
+    defaults = yaml.safe_load((ROLES / "lab_packages" / "defaults" / "main.yml").read_text())
+    assert defaults["lab_packages_lock_timeout"] >= 600
+    apt = [(where, t) for where, t in _all_tasks() if "ansible.builtin.apt" in t]
+    assert apt and all(
+        t["ansible.builtin.apt"].get("lock_timeout") == "{{ lab_packages_lock_timeout }}" for _, t in apt
+    ), [where for where, t in apt if "lock_timeout" not in t["ansible.builtin.apt"]]
+    selections = [(where, t) for where, t in _all_tasks() if "ansible.builtin.dpkg_selections" in t]
+    assert [where for where, _ in selections] == ["lab_packages/selections.yml"]
+    (task,) = [t for _, t in selections]
+    assert "lab_packages_lock_timeout" in str(task["retries"]) and "search('lock')" in task["until"]
+
+
 # nvidia: the machine's own toolkit release (its own toolkit source: tests/hosts/test_apt_sources.py)
 
 
