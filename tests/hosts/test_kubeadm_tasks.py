@@ -2,8 +2,10 @@
 
 `kubeadm init` writes admin.conf in an early phase: a re-run after a late failure must reset the
 leftovers and init again (not skip init because admin.conf exists), and the failure must show
-kubeadm's words with the join token taken out. containerd's configuration is backed up only
-when the machine had its own, never the lab's from an earlier run.
+kubeadm's words with the join token taken out. A `kubeadm join` that failed leaves the CA and the
+bootstrap kubeconfig, which the next join's preflight refuses (the stand-in applies kubeadm's
+rule). containerd's configuration is backed up only when the machine had its own, never the
+lab's from an earlier run.
 """
 
 from __future__ import annotations
@@ -73,6 +75,74 @@ def test_a_rerun_after_a_late_init_failure_resets_and_inits_again(tmp_path: Path
     rc, output = _init(tmp_path, token)
     assert rc == 0, output
     assert len(_calls(tmp_path)) == 3, "a completed init is not run again"
+
+
+# `join` applies kubeadm's join preflight to the files (cmd/kubeadm/app/preflight/checks.go,
+# JoinNodeChecks: FileAvailable for kubelet.conf, bootstrap-kubelet.conf and the CA, in kubeadm's
+# own words), then writes the CA and the bootstrap kubeconfig (the kubelet-start phase) and, unless
+# $FAKE_DIR/fail exists, kubelet.conf once the kubelet bootstrapped, removing the bootstrap file.
+# `reset` removes the files (cleanupnode.go).
+FAKE_KUBEADM_JOIN = """\
+echo "$*" >> "$FAKE_DIR/calls"
+case "$1" in
+  join)
+    refused=
+    for f in kubelet.conf bootstrap-kubelet.conf ca.crt; do
+      if [ -e "$FAKE_DIR/$f" ]; then
+        echo "[ERROR FileAvailable-$f]: $FAKE_DIR/$f already exists" >&2
+        refused=yes
+      fi
+    done
+    [ -z "$refused" ] || { echo "[preflight] Some fatal errors occurred" >&2; exit 1; }
+    touch "$FAKE_DIR/ca.crt" "$FAKE_DIR/bootstrap-kubelet.conf"
+    if [ -f "$FAKE_DIR/fail" ]; then echo "timed out waiting for the kubelet to bootstrap" >&2; exit 1; fi
+    touch "$FAKE_DIR/kubelet.conf"
+    rm -f "$FAKE_DIR/bootstrap-kubelet.conf" ;;
+  reset) rm -f "$FAKE_DIR/kubelet.conf" "$FAKE_DIR/bootstrap-kubelet.conf" "$FAKE_DIR/ca.crt" ;;
+esac
+"""
+
+
+def _join(work: Path) -> tuple[int, str]:
+    variables = {
+        "node_role": "agent",
+        "node_address": "10.77.0.12",
+        "lab_server_name": "node",
+        "lab_server_address": "10.77.0.11",
+        "lab_api_port": 6443,
+        "lab_kubernetes_minor": "1.33",
+        "lab_kubeadm_token": new_kubeadm_token(),
+        "kubeadm_ca_hash": "0" * 64,
+        "kubeadm_config_file": str(work / "kubeadm.yaml"),
+        "kubeadm_kubelet_kubeconfig": str(work / "kubelet.conf"),
+        "kubeadm_join_leftovers": [str(work / "bootstrap-kubelet.conf"), str(work / "ca.crt")],
+    }
+    done = run_tasks(
+        "kubeadm",
+        "worker.yml",
+        work / "ansible",
+        variables,
+        {"kubeadm": FAKE_KUBEADM_JOIN},
+        {"FAKE_DIR": str(work)},
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_rerun_after_a_failed_join_resets_and_joins_again(tmp_path: Path) -> None:
+    (tmp_path / "fail").touch()
+    rc, _output = _join(tmp_path)
+    assert rc != 0
+    assert (tmp_path / "ca.crt").exists() and (tmp_path / "bootstrap-kubelet.conf").exists()
+
+    (tmp_path / "fail").unlink()
+    rc, output = _join(tmp_path)
+    assert rc == 0, output
+    join = f"join --config {tmp_path / 'kubeadm.yaml'}"
+    assert _calls(tmp_path) == [join, "reset --force", join]
+
+    rc, output = _join(tmp_path)
+    assert rc == 0, output
+    assert len(_calls(tmp_path)) == 3, "a completed join is not run again"
 
 
 def _backup(work: Path) -> str | None:

@@ -84,7 +84,9 @@ def test_the_install_uses_the_decided_list_age_and_callers_say_when_a_repository
         includes = [t.get("ansible.builtin.include_role", {}).get("name") for t in found]
         assert includes.count("apt_signed_source") == 1, role
         (packages,) = [
-            t for t in found if t.get("ansible.builtin.include_role", {}).get("name") == "lab_packages"
+            t
+            for t in found
+            if t.get("ansible.builtin.include_role", {}) == {"name": "lab_packages"}  # its install, main.yml
         ]
         refresh = packages["vars"]["lab_packages_refresh"]
         assert refresh.startswith("{{") and refresh.endswith(f"{changed} }}}}"), (role, refresh)
@@ -156,20 +158,43 @@ def _all_tasks() -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+# What apt, the apt module and dpkg say when another process holds the lock: apt-get (apt 2.6),
+# the apt module's LockFailedException, dpkg --set-selections (dpkg 1.21; dpkg 1.19's wording).
+LOCK_HELD = [
+    "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 281 (python3)",
+    "Failed to lock apt for exclusive operation: Failed to lock directory /var/lib/apt/lists/",
+    "dpkg: error: dpkg frontend lock was locked by another process with pid 281",
+    "dpkg: error: dpkg frontend is locked by another process",
+]
+NOT_THE_LOCK = ["E: Unable to locate package kubelet", "dpkg: error: parsing file '/var/lib/dpkg/status'"]
+
+
 def test_every_task_that_takes_the_dpkg_lock_waits_for_it() -> None:
     """unattended-upgrades holds the dpkg lock for minutes on a first boot (Ubuntu 24.04). The apt
-    module waits lock_timeout seconds (default 60, ansible-core modules/apt.py); dpkg
-    --set-selections (dpkg_selections) fails at once, so it is tried again for as long."""
+    module waits lock_timeout seconds (default 60, ansible-core modules/apt.py), except while it
+    installs its own python3-apt; dpkg --set-selections (dpkg_selections) fails at once. Every such
+    task waits, and is tried again while the lock is what failed, for lab_packages_lock_timeout."""
     defaults = yaml.safe_load((ROLES / "lab_packages" / "defaults" / "main.yml").read_text())
     assert defaults["lab_packages_lock_timeout"] >= 600
-    apt = [(where, t) for where, t in _all_tasks() if "ansible.builtin.apt" in t]
-    assert apt and all(
-        t["ansible.builtin.apt"].get("lock_timeout") == "{{ lab_packages_lock_timeout }}" for _, t in apt
-    ), [where for where, t in apt if "lock_timeout" not in t["ansible.builtin.apt"]]
-    selections = [(where, t) for where, t in _all_tasks() if "ansible.builtin.dpkg_selections" in t]
-    assert [where for where, _ in selections] == ["lab_packages/selections.yml"]
-    (task,) = [t for _, t in selections]
-    assert "lab_packages_lock_timeout" in str(task["retries"]) and "search('lock')" in task["until"]
+    busy = re.compile(defaults["lab_packages_lock_busy"])
+    assert all(busy.search(message) for message in LOCK_HELD)
+    assert not any(busy.search(message) for message in NOT_THE_LOCK)
+
+    takers = [
+        (where, t)
+        for where, t in _all_tasks()
+        if {"ansible.builtin.apt", "ansible.builtin.dpkg_selections"} & set(t)
+    ]
+    assert sorted(where for where, _ in takers) == [
+        "lab_packages/main.yml",
+        "lab_packages/reset.yml",
+        "lab_packages/selections.yml",
+    ], "apt and dpkg are driven by the lab_packages role alone"
+    for where, task in takers:
+        if "ansible.builtin.apt" in task:
+            assert task["ansible.builtin.apt"].get("lock_timeout") == "{{ lab_packages_lock_timeout }}", where
+        assert "lab_packages_lock_timeout" in str(task["retries"]), where
+        assert task["until"].endswith(f"{task['register']}.msg is not search(lab_packages_lock_busy)"), where
 
 
 # nvidia: the machine's own toolkit release (its own toolkit source: tests/hosts/test_apt_sources.py)
