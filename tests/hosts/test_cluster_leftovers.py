@@ -88,13 +88,13 @@ CLUSTER_NAT_RULES = """\
 """  # noqa: E501
 # What podman (CNI networks) adds while the lab runs: its network's masquerading chain, a port
 # forward through the same shared portmap chains, and the owner's own rule whose comment says KUBE-.
-PODMAN_NAT_CHAINS = ":CNI-4e5f6a7b8c9d0e1f2a3b4c5d - [0:0]\n:CNI-DN-9f8e7d6c5b4a39281706f5e - [0:0]\n"
+PODMAN_NAT_CHAINS = ":CNI-4e5f6a7b8c9d0e1f2a3b4c5d - [0:0]\n:CNI-DN-9f8e7d6c5b4a39281706f - [0:0]\n"
 PODMAN_NAT_RULES = """\
 -A POSTROUTING -s 10.88.0.4/32 -m comment --comment "name: \\"podman\\" id: \\"aa11bb\\"" -j CNI-4e5f6a7b8c9d0e1f2a3b4c5d
 -A CNI-4e5f6a7b8c9d0e1f2a3b4c5d -d 10.88.0.0/16 -m comment --comment "name: \\"podman\\" id: \\"aa11bb\\"" -j ACCEPT
 -A CNI-4e5f6a7b8c9d0e1f2a3b4c5d ! -d 224.0.0.0/4 -m comment --comment "name: \\"podman\\" id: \\"aa11bb\\"" -j MASQUERADE
--A CNI-DN-9f8e7d6c5b4a39281706f5e -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.88.0.4:80
--A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"podman\\" id: \\"aa11bb\\"" -m multiport --dports 8080 -j CNI-DN-9f8e7d6c5b4a39281706f5e
+-A CNI-DN-9f8e7d6c5b4a39281706f -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.88.0.4:80
+-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"podman\\" id: \\"aa11bb\\"" -m multiport --dports 8080 -j CNI-DN-9f8e7d6c5b4a39281706f
 """  # noqa: E501
 OWNER_FILTER_RULE = (
     '-A INPUT -s 192.168.7.0/24 -m comment --comment "allow KUBE-API from the office" -j ACCEPT\n'
