@@ -22,7 +22,8 @@ pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
 # operator's default one, so nothing is declared there.
 if lab.installs_kubernetes:
     provider = hosts.kubernetes_provider(bootstrap, pulumi.get_stack())
-    for name, value in Cluster("lab", lab, provider, context).outputs.exports().items():
+    cluster = Cluster("lab", lab, provider, context, bootstrap.kubeconfig)
+    for name, value in cluster.outputs.exports().items():
         pulumi.export(name, value)
     # `pulumi up` returns once every rank trains; this follows the run to its end.
     pulumi.export("wait", f"labctl wait --stack {pulumi.get_stack()}")

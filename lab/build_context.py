@@ -4,6 +4,9 @@ The image tag is a hash of this tarball, so it must depend on file paths and con
 entries are sorted and carry a fixed mtime, owner and mode, and Python's byte-code caches are
 left out. The same tree then always gives the same tag, on any machine, and any change to a
 file gives a new one.
+
+The Dockerfile's base image, pinned by digest there, is also read here: the build pod's recording
+step runs it (lab/cluster/image.py).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +29,8 @@ DOCKERFILE = "images/trainer/Dockerfile"
 MAX_ARCHIVE_BYTES = 1024 * 1024
 
 TAG_LENGTH = 12
+FIRST_FROM = re.compile(r"^FROM\s+(\S+)", re.MULTILINE)
+BY_DIGEST = re.compile(r"\S+@sha256:[0-9a-f]{64}")
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = {".pyc"}
 
@@ -38,6 +44,7 @@ class BuildContext:
     archive: bytes  # gzip-compressed tar, what the build Job extracts
     tag: str  # first hex digits of the uncompressed tar's sha256
     files: tuple[str, ...]  # paths inside the context, in archive order
+    base_image: str  # the Dockerfile's base, by tag and digest
 
 
 def _included(path: Path, root: Path) -> bool:
@@ -104,6 +111,16 @@ def _largest(root: Path, entries: list[Path], count: int = 3) -> str:
     return ", ".join(f"{p.relative_to(root)} ({p.stat().st_size} bytes)" for p in files[:count])
 
 
+def _base_image(root: Path) -> str:
+    dockerfile = root / DOCKERFILE
+    found = FIRST_FROM.search(dockerfile.read_text()) if dockerfile.is_file() else None
+    if found is None or not BY_DIGEST.fullmatch(found.group(1)):
+        raise BuildContextError(
+            f"{dockerfile} must start from a base image pinned by digest (FROM <name>:<tag>@sha256:<digest>)"
+        )
+    return found.group(1)
+
+
 def build_context(root: Path = ROOT, dirs: tuple[str, ...] = CONTEXT_DIRS) -> BuildContext:
     """The context of the trainer image under `root`; BuildContextError when it cannot ship."""
     entries = _entries(root, dirs)
@@ -118,4 +135,4 @@ def build_context(root: Path = ROOT, dirs: tuple[str, ...] = CONTEXT_DIRS) -> Bu
     # The tag hashes the uncompressed tar: gzip output may differ between zlib versions.
     tag = hashlib.sha256(tar).hexdigest()[:TAG_LENGTH]
     files = tuple(p.relative_to(root).as_posix() for p in entries)
-    return BuildContext(archive=archive, tag=tag, files=files)
+    return BuildContext(archive=archive, tag=tag, files=files, base_image=_base_image(root))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import stat
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -27,6 +28,11 @@ from trainer.hyperparameters import check as check_hyperparameter
 
 PROJECT = "k8scifar"
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+# Pulumi's own rule for a stack name (pulumi/pulumi sdk/go/common/tokens/stack_name.go,
+# ParseStackName): 1 to 100 characters, each a letter, a digit, '_', '.' or '-'. It admits `.` and
+# `..`, which name folders, not a stack's own: the lab refuses those two, so a stack's files stay
+# in stacks/ and its state in .lab/<stack>/.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 # The newest patch release of each supported minor that this table knows (kubernetes-validate
 # ships schemas for exactly these minors; objects are validated against the configured one).
@@ -87,6 +93,29 @@ OWNED_PARENTS = tuple(Path(p) for p in ("/home", "/mnt", "/media"))
 EXPORT_PATH = r"^/[A-Za-z0-9._/-]+$"
 # Networks wider than this may mount the read-write export only with nfs.allowWideNetworks.
 WIDEST_NETWORK_PREFIX = 24
+# "The maximum number of GPUs supported in a single system" (NVIDIA/open-gpu-kernel-modules,
+# src/common/sdk/nvidia/inc/nvlimits.h, NV_MAX_DEVICES).
+MAX_NODE_GPUS = 32
+# Namespaces named after the lab's (lab/cluster/namespace.py): each is a DNS label of at most 63
+# characters too, so the lab's namespace leaves room for the longest suffix.
+BUILD_NAMESPACE_SUFFIX = "-build"
+GPU_NAMESPACE_SUFFIX = "-gpu"
+DERIVED_NAMESPACE_SUFFIXES = (BUILD_NAMESPACE_SUFFIX, GPU_NAMESPACE_SUFFIX)
+DNS_LABEL_MAX = 63
+# The trainer's uid: above the system accounts (Debian Policy 9.2.2: 0-999) and the first login
+# user, 1000, which is also the uid the image build's BuildKit runs as; never `nobody` (65534),
+# whom the export's root_squash maps every node's root to.
+TRAINER_UID_MIN = 1001
+NOBODY_UID = 65534
+# What Ansible and ssh cannot take in a key path: Ansible writes it as IdentityFile="PATH" without
+# escaping (plugins/connection/ssh.py), ssh expands '%' tokens and `${VAR}` in it (ssh_config(5)
+# TOKENS, ENVIRONMENT VARIABLES), and a control character breaks the option.
+KEY_PATH_UNSAFE = re.compile(r'["\\%]|\$\{|[\x00-\x1f\x7f]')
+# The first bytes of what airgap's files must be: an ELF executable (k3s), and a tar archive
+# (POSIX ustar magic at offset 257) or one compressed with zstd (RFC 8878 frame magic) or gzip.
+ELF_MAGIC = b"\x7fELF"
+TAR_MAGIC = (257, b"ustar")
+COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
 
 DnsLabel = Annotated[
     str,
@@ -183,11 +212,21 @@ class Node(_Model):
         " '-', a letter or '_' first, at most 32 characters."
     )
     role: Role = Field(description="`server` (control plane, exactly one) or `agent`.")
-    gpus: int = Field(default=0, ge=0, description="NVIDIA GPUs on this node; 0 for CPU only.")
+    gpus: int = Field(
+        default=0, ge=0, le=MAX_NODE_GPUS, description="NVIDIA GPUs on this node; 0 for CPU only."
+    )
     interface: InterfaceName | None = Field(
         default=None,
         description="Network interface for NCCL/Gloo traffic and flannel (default: the route's).",
     )
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus_not_boolean(cls, value: Any) -> Any:
+        # The int type would read `true` as 1.
+        if isinstance(value, bool):
+            raise ValueError(f"{str(value).lower()} is not a number of GPUs; write 0, 1, 2, ...")
+        return value
 
     @field_validator("address")
     @classmethod
@@ -228,12 +267,27 @@ class Node(_Model):
 class Ssh(_Model):
     """How Ansible reaches the nodes."""
 
-    key_path: str = Field(default="~/.ssh/id_ed25519", description="Private key for every node.")
+    key_path: str = Field(
+        default="~/.ssh/id_ed25519",
+        description="Private key for every node; its path holds no '\"', '\\', '%', '${' or control"
+        " character, which ssh reads specially.",
+    )
     port: int = Field(default=22, ge=1, le=65535, description="SSH port on every node.")
     host_key_policy: HostKeyPolicy = Field(
         default=HostKeyPolicy.ACCEPT_NEW,
         description="`accept-new` (default), `strict` (known_hosts only) or `off` (test machines).",
     )
+
+    @field_validator("key_path")
+    @classmethod
+    def _plain_key_path(cls, value: str) -> str:
+        found = KEY_PATH_UNSAFE.search(value)
+        if found is not None:
+            raise ValueError(
+                f"{value!r} holds {found.group()!r}, which ssh reads specially in a key path;"
+                " move or link the key to a path without it"
+            )
+        return value
 
 
 class Nfs(_Model):
@@ -242,10 +296,12 @@ class Nfs(_Model):
     server: DnsLabel | None = Field(default=None, description="Node that exports (default: the server).")
     export_path: str = Field(
         default="/srv/k8scifar",
-        description="Directory to export, dedicated to the lab: the lab owns it (chowns it to"
-        " trainer.uid) and purgeOnDestroy deletes it. Absolute, at least two levels deep, of"
-        " letters, digits and `.` `_` `-` only; not inside a system directory (/etc, /usr, /var,"
-        " /root, /boot, ...) and not a home or mount point itself (/home/NAME, /mnt/NAME).",
+        description="Directory to export, which the lab creates (it refuses one that exists and it did"
+        " not make), reached through no symbolic link or world-writable directory; its datasets/ and"
+        " runs/ are trainer.uid's and purgeOnDestroy deletes what the lab made. Absolute, at least"
+        " two levels deep, of letters, digits and `.` `_` `-` only; not inside a system directory"
+        " (/etc, /usr, /var, /root, /boot, ...) and not a home or mount point itself (/home/NAME,"
+        " /mnt/NAME).",
     )
     allowed_networks: list[str] | None = Field(
         default=None,
@@ -322,17 +378,60 @@ class Airgap(_Model):
     """Install k3s from local files instead of the internet."""
 
     k3s_binary: str = Field(
-        alias="k3sBinary", description="Path on the operator's machine to the k3s binary."
+        alias="k3sBinary",
+        description="Path on the operator's machine to the k3s binary (an ELF executable, readable by all).",
     )
-    images_tarball: str = Field(description="Path to k3s-airgap-images-<arch>.tar(.zst).")
+    images_tarball: str = Field(
+        description="Path to k3s-airgap-images-<arch>.tar(.zst) (a tar archive, plain, zstd or gzip,"
+        " readable by all)."
+    )
 
-    @field_validator("k3s_binary", "images_tarball")
+    @field_validator("k3s_binary")
     @classmethod
-    def _exists(cls, value: str) -> str:
-        path = Path(value).expanduser()
-        if not path.is_file():
-            raise ValueError(f"{value!r} does not exist on this machine; download it first")
+    def _executable(cls, value: str) -> str:
+        path, head = _readable_file(value, "the k3s binary")
+        if not head.startswith(ELF_MAGIC):
+            raise ValueError(
+                f"{value!r} is not an executable (ELF) file; point it at the k3s binary of the"
+                " release (https://github.com/k3s-io/k3s/releases)"
+            )
         return str(path)
+
+    @field_validator("images_tarball")
+    @classmethod
+    def _archive(cls, value: str) -> str:
+        path, head = _readable_file(value, "the images tarball")
+        offset, magic = TAR_MAGIC
+        if not (head[offset : offset + len(magic)] == magic or head.startswith(COMPRESSED_MAGIC)):
+            raise ValueError(
+                f"{value!r} is not a tar archive (plain, zstd or gzip); point it at the release's"
+                " k3s-airgap-images-<arch>.tar.zst"
+            )
+        return str(path)
+
+
+def _readable_file(value: str, what: str) -> tuple[Path, bytes]:
+    """The resolved path of a regular file this process can read, and its first bytes."""
+    path = Path(value).expanduser().resolve()
+    fix = f"download {what} and point the key at it"
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise ValueError(f"{value!r} does not exist on this machine; {fix}") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{value!r} is not a regular file (a directory, device or pipe); {fix}")
+    if mode & stat.S_IROTH == 0:
+        # Copied to every node by Ansible: a file kept from others (/etc/shadow, a private key)
+        # is nothing the lab should ship; a release file is readable by everyone.
+        raise ValueError(
+            f"{value!r} is kept from other users (mode {stat.S_IMODE(mode):04o}), as secrets are;"
+            f" if it is {what}, `chmod a+r` it"
+        )
+    try:
+        with path.open("rb") as handle:
+            return path, handle.read(512)
+    except OSError as err:
+        raise ValueError(f"{value!r} cannot be read ({err.strerror}); {fix}") from None
 
 
 class Trainer(_Model):
@@ -379,16 +478,27 @@ class Trainer(_Model):
         default=False,
         description="Run ranks on the host network (faster collectives, node interfaces).",
     )
-    # uid 0 is root; above 2**31 - 1, tools that keep uids as signed 32-bit numbers misread it.
+    # Above 2**31 - 1, tools that keep uids as signed 32-bit numbers misread it.
     uid: int = Field(
         default=10001,
-        ge=1,
+        ge=TRAINER_UID_MIN,
         le=2**31 - 1,
-        description="Non-root user the pods and the export use; not a login user of the hosts.",
+        description="Non-root user the pods and the export use; not a login user of the hosts"
+        f" (`labctl doctor` checks), not a system account or the first user (below {TRAINER_UID_MIN}),"
+        f" not nobody ({NOBODY_UID}).",
     )
     checkpoint_keep: int = Field(
         default=3, **RULES["checkpoint_keep"].bounds(), description="Checkpoints kept per run."
     )
+
+    @field_validator("uid")
+    @classmethod
+    def _not_nobody(cls, value: int) -> int:
+        if value == NOBODY_UID:
+            raise ValueError(
+                f"{value} is nobody, whom the export maps every node's root to; use the default 10001"
+            )
+        return value
 
     @field_validator(
         "epochs", "batch_size", "learning_rate", "seed", "target_accuracy", "checkpoint_keep", mode="before"
@@ -517,7 +627,9 @@ class LabConfig(_Model):
     namespace: DnsLabel = Field(
         default="k8scifar",
         description="Namespace of every lab object; not default, kube-system, kube-public,"
-        " kube-node-lease or another kube-* one.",
+        " kube-node-lease or another kube-* one; at most"
+        f" {DNS_LABEL_MAX - max(map(len, DERIVED_NAMESPACE_SUFFIXES))} characters, as the lab's"
+        f" {' and '.join(f'<namespace>{x}' for x in DERIVED_NAMESPACE_SUFFIXES)} are DNS labels too.",
     )
     trainer: Trainer = Field(default_factory=Trainer)
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
@@ -547,6 +659,17 @@ class LabConfig(_Model):
                 f" 1.{minor}.{patch} (https://kubernetes.io/releases/), raise KNOWN_PATCHES in lab/config.py"
             )
         return value.removeprefix("v")
+
+    @field_validator("namespace")
+    @classmethod
+    def _room_for_derived(cls, value: str) -> str:
+        longest = max(DERIVED_NAMESPACE_SUFFIXES, key=len)
+        if len(value) + len(longest) > DNS_LABEL_MAX:
+            raise ValueError(
+                f"{value!r} has {len(value)} characters: the lab's {value}{longest} namespace would"
+                f" exceed {DNS_LABEL_MAX}; use at most {DNS_LABEL_MAX - len(longest)}"
+            )
+        return value
 
     @field_validator("namespace")
     @classmethod
@@ -645,8 +768,15 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
         problems.append(f"k8scifar:nodes: two nodes are named {name!r}; give each node its own name")
     addresses = [n.address for n in cfg.nodes]
     loopback = [n.name for n in cfg.nodes if ipaddress.ip_address(n.address).is_loopback]
-    if loopback and len(loopback) < len(cfg.nodes):
-        # Nodes on loopback addresses are one machine, which no other node can reach there.
+    if len(loopback) > 1:
+        # Every loopback address is this machine: they are one node (`labctl doctor` finds nodes
+        # that share a machine under other addresses).
+        problems.append(
+            f"k8scifar:nodes: {', '.join(loopback)} have loopback addresses, which are all this one"
+            " machine; give each node the address of its own machine"
+        )
+    elif loopback and len(cfg.nodes) > 1:
+        # A node on a loopback address is one machine, which no other node can reach there.
         problems.append(
             f"k8scifar:nodes: {', '.join(loopback)} has a loopback address, which the other nodes"
             " cannot reach; use its address on the lab's network"
@@ -872,8 +1002,21 @@ def parse_config(values: Mapping[str, Any], source: str = "stack configuration")
     return cfg
 
 
+def check_stack_name(stack: str) -> str:
+    """`stack` when it is a stack name by Pulumi's rule and names no folder; ConfigError otherwise."""
+    if not STACK_NAME.fullmatch(stack) or stack in {".", ".."}:
+        raise ConfigError(
+            "stack name",
+            [
+                f"{stack!r} is not one: use 1 to 100 letters, digits, '_', '.' and '-' (Pulumi's rule),"
+                " other than . and .., such as lab"
+            ],
+        )
+    return stack
+
+
 def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
-    return stacks_dir / f"Pulumi.{stack}.yaml"
+    return stacks_dir / f"Pulumi.{check_stack_name(stack)}.yaml"
 
 
 def read_stack_values(path: Path) -> dict[str, Any]:
@@ -968,6 +1111,7 @@ def from_pulumi() -> LabConfig:
     import pulumi
     from pulumi.runtime import config as runtime_config
 
+    check_stack_name(pulumi.get_stack())
     prefix = f"{PROJECT}:"
     names = set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
     values: dict[str, Any] = {}
@@ -1000,9 +1144,8 @@ def _from_text(raw: str) -> Any:
 
 
 def all_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
-    return sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml")
-    )
+    names = (p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
+    return sorted(name for name in names if STACK_NAME.fullmatch(name) and name not in {".", ".."})
 
 
 __all__ = [
@@ -1011,6 +1154,7 @@ __all__ = [
     "LabConfig",
     "Node",
     "all_stacks",
+    "check_stack_name",
     "cluster_ports",
     "from_pulumi",
     "load_stack",

@@ -26,7 +26,7 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from lab import kubeconfig
 from lab.config import LabConfig
-from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
+from lab.inventory import build_inventory, known_hosts_file, stack_state_dir, with_known_hosts
 from lab.playbook import ANSIBLE_DIR, PlaybookResult, run_playbook
 from lab.tokens import kept_tokens, new_tokens, playbook_secrets
 
@@ -37,9 +37,6 @@ SECRET_OUTPUTS = ["token", "kubeconfig"]
 # Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
 # although nothing changed; leaving it out later changes nothing.
 RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
-# Where the stored inventory names the stack's known_hosts file: a variable, set to this
-# checkout's file when a playbook runs (Ansible templates connection variables).
-KNOWN_HOSTS_REFERENCE = "{{ lab_known_hosts }}"
 
 
 def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[str, Any]) -> str:
@@ -59,12 +56,12 @@ def bootstrap_inputs(
 ) -> dict[str, Any]:
     """The resource's inputs for `lab`: inventory, variables and their hash, with no local path.
 
-    The inventory names the stack's known_hosts file through the `lab_known_hosts` variable, set
-    when a playbook runs. `inventory` replaces the generated one (tests point it at a local
-    connection).
+    The inventory names the host-key policy; the ssh options that check keys against the stack's
+    known_hosts file are added when a playbook runs. `inventory` replaces the generated one
+    (tests point it at a local connection).
     """
     if inventory is None:
-        inventory = build_inventory(lab, KNOWN_HOSTS_REFERENCE)
+        inventory = build_inventory(lab, None)
     extravars = {"lab_stack": stack}
     return {
         "stack": stack,
@@ -79,12 +76,11 @@ def bootstrap_inputs(
 def _run(props: dict[str, Any], playbook: str, secret_vars: dict[str, Any] | None = None) -> PlaybookResult:
     """Run `playbook` for the stored `props` with this checkout's Ansible tree and state."""
     stack = props["stack"]
-    local = {"lab_known_hosts": str(known_hosts_file(stack))}
     return run_playbook(
         stack_state_dir(stack) / "ansible-runner",
         playbook,
-        props["inventory"],
-        {**props["extravars"], **local},
+        with_known_hosts(props["inventory"], known_hosts_file(stack)),
+        props["extravars"],
         secret_vars=secret_vars,
     )
 

@@ -7,7 +7,10 @@ variables of `all` carry the rest of the configuration under `lab_*` names, whic
 
 from __future__ import annotations
 
+import copy
 import os
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +21,12 @@ from lab.config import (
     KUBELET_PORT,
     NFS_PORT_NUMBER,
     VXLAN_PORT,
+    ConfigError,
     Distribution,
     HostKeyPolicy,
     LabConfig,
     Node,
+    check_stack_name,
 )
 from lab.kubeconfig import API_PORT
 
@@ -32,30 +37,63 @@ STATE_DIR = Path(os.environ.get("K8SCIFAR_STATE_DIR") or ROOT / ".lab")
 # Where the lab keeps, on each node, its record of what it added (packages, paths, install marks):
 # reset.yml removes exactly that. `labctl doctor` reads the same marks.
 NODE_STATE_DIR = "/var/lib/k8scifar"
+# The inventory variable that names the stack's host-key policy; the ssh options that carry it
+# out name a file of the operator's machine, so they are filled in where a playbook runs.
+HOST_KEY_POLICY_VAR = "lab_ssh_host_key_policy"
+# What ssh cannot take in a file name whatever the quoting: `${` starts an environment variable
+# (ssh_config(5) ENVIRONMENT VARIABLES, expanded in UserKnownHostsFile and IdentityFile), and a
+# control character ends or breaks the option.
+SSH_UNQUOTABLE = re.compile(r"\$\{|[\x00-\x1f\x7f]")
+# How inventories kept before HOST_KEY_POLICY_VAR named the known_hosts file: a Jinja reference,
+# which Ansible no longer evaluates (lab.ansible_data). Their policy is read back from the options,
+# so a lab made then can still be destroyed.
+LEGACY_KNOWN_HOSTS = "{{ lab_known_hosts }}"
 
 
 def stack_state_dir(stack: str, base: Path = STATE_DIR) -> Path:
     """Where the orchestrator keeps a stack's known_hosts and ansible-runner workdir (mode 0700)."""
-    path = base / stack
+    path = base / check_stack_name(stack)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 
 
 def known_hosts_file(stack: str, base: Path = STATE_DIR) -> Path:
     """The stack's own known_hosts (0600), so host keys are pinned per lab, not per user."""
-    path = stack_state_dir(stack, base) / "known_hosts"
+    path = base / check_stack_name(stack) / "known_hosts"
+    if SSH_UNQUOTABLE.search(str(path)):
+        raise ConfigError(
+            f"state folder {str(base)!r}",
+            [
+                "holds '${' or a control character, which ssh reads in a known_hosts path whatever"
+                " the quoting; set K8SCIFAR_STATE_DIR to a folder without them"
+            ],
+        )
+    stack_state_dir(stack, base)
     if not path.exists():
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     path.chmod(0o600)
     return path
 
 
-def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path | str) -> str:
-    """ssh options implementing the stack's host-key policy."""
+def ssh_option(name: str, value: str) -> str:
+    """`Name="value"`, one word of `ssh -o` whatever `value` holds but `${` and control characters.
+
+    ssh splits an option's value into words (misc.c argv_split, openssh-portable): double quotes
+    keep spaces and a backslash escapes '"' and '\\'. It also expands `%` tokens in file names
+    (ssh_config(5) TOKENS), so a '%' is written '%%'.
+    """
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return f'{name}="{escaped}"'
+
+
+def ssh_common_args(policy: HostKeyPolicy, known_hosts: Path) -> str:
+    """ssh options implementing the stack's host-key policy, quoted as a shell would split them:
+    Ansible's ssh plugin and testinfra (through `sh -c`) both split this string into words."""
     if policy is HostKeyPolicy.OFF:
         return "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
     checking = "accept-new" if policy is HostKeyPolicy.ACCEPT_NEW else "yes"
-    return f"-o StrictHostKeyChecking={checking} -o UserKnownHostsFile={known_hosts}"
+    known = ssh_option("UserKnownHostsFile", str(known_hosts))
+    return shlex.join(["-o", f"StrictHostKeyChecking={checking}", "-o", known])
 
 
 def cluster_network_vars(distribution: Distribution) -> dict[str, Any]:
@@ -120,16 +158,14 @@ def _group(nodes: list[Node]) -> dict[str, Any]:
     return {"hosts": {n.name: {} for n in nodes}}
 
 
-def build_inventory(lab: LabConfig, known_hosts: Path | str) -> dict[str, Any]:
+def build_inventory(lab: LabConfig, known_hosts: Path | None) -> dict[str, Any]:
     """The inventory (Ansible's YAML shape, as a dict) for `lab`, checking host keys against `known_hosts`.
 
-    `known_hosts` is a file, or a Jinja reference to a variable that holds one when the playbook runs.
+    With `known_hosts` None the ssh options are left out: `with_known_hosts` adds them where the
+    playbook runs, so an inventory kept in the Pulumi state names no file of this machine.
     """
-    common = {
-        "ansible_become": True,
-        "ansible_ssh_common_args": ssh_common_args(lab.ssh.host_key_policy, known_hosts),
-    }
-    return {
+    common = {"ansible_become": True, HOST_KEY_POLICY_VAR: lab.ssh.host_key_policy.value}
+    inventory = {
         "all": {
             "vars": {**common, **lab_vars(lab)},
             "hosts": {n.name: _host_vars(n, lab) for n in lab.nodes},
@@ -141,13 +177,38 @@ def build_inventory(lab: LabConfig, known_hosts: Path | str) -> dict[str, Any]:
             },
         }
     }
+    return inventory if known_hosts is None else with_known_hosts(inventory, known_hosts)
+
+
+def with_known_hosts(inventory: dict[str, Any], known_hosts: Path) -> dict[str, Any]:
+    """A copy of `inventory` whose ssh options carry out its host-key policy against `known_hosts`.
+
+    An inventory without a policy (local connections, as the tests use) is returned as it is.
+    """
+    group = inventory.get("all", {}).get("vars", {})
+    policy = group.get(HOST_KEY_POLICY_VAR) or _legacy_policy(group.get("ansible_ssh_common_args", ""))
+    if policy is None:
+        return inventory
+    filled = copy.deepcopy(inventory)
+    filled["all"]["vars"]["ansible_ssh_common_args"] = ssh_common_args(HostKeyPolicy(policy), known_hosts)
+    return filled
+
+
+def _legacy_policy(args: str) -> str | None:
+    if LEGACY_KNOWN_HOSTS not in args:
+        return None
+    strict = "StrictHostKeyChecking=yes" in args
+    return (HostKeyPolicy.STRICT if strict else HostKeyPolicy.ACCEPT_NEW).value
 
 
 __all__ = [
+    "HOST_KEY_POLICY_VAR",
     "NODE_STATE_DIR",
     "build_inventory",
     "known_hosts_file",
     "lab_vars",
     "ssh_common_args",
+    "ssh_option",
     "stack_state_dir",
+    "with_known_hosts",
 ]

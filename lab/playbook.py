@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -44,6 +45,12 @@ PROCESS_MODULE = "lab.playbook_process"
 SECRETS_PREFIX = "secrets-"
 # The key of the answer line that gives ansible-playbook's process id.
 PLAYBOOK_PID = "playbook_pid"
+# Every process of a run carries this variable, set to the run's own random mark: the playbook
+# process, ansible-playbook, its workers and their ssh inherit it. Clean-up kills the processes
+# of this user that carry the mark of the run in the work directory, named in MARK_FILE, and no
+# other: a command line that mentions the work directory proves nothing (anyone can write one).
+RUN_MARK = "K8SCIFAR_PLAYBOOK_RUN"
+MARK_FILE = ".run-mark"
 # Environment variables the playbook process keeps: what ansible-playbook and ssh need (home,
 # locale, the SSH agent's socket), nothing that authenticates anyone.
 KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
@@ -142,12 +149,21 @@ def _exclusive(workdir: Path) -> Iterator[None]:
         yield
 
 
-def _environment() -> dict[str, str]:
+def _environment(mark: str) -> dict[str, str]:
     """The playbook process's environment: the kept variables, this Python's bin/ first on PATH
-    (Pulumi may run us without it) and this checkout's lab package importable."""
+    (Pulumi may run us without it), this checkout's lab package importable and the run's mark."""
     kept = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
-    return {**kept, "PATH": path, "PYTHONPATH": str(ROOT)}
+    return {**kept, "PATH": path, "PYTHONPATH": str(ROOT), RUN_MARK: mark}
+
+
+def _new_mark(workdir: Path) -> str:
+    """A fresh mark for the run about to start in `workdir`, recorded there (0600) for clean-up."""
+    mark = secrets.token_hex(16)
+    fd = os.open(workdir / MARK_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(mark)
+    return mark
 
 
 def _how_it_ended(returncode: int) -> str:
@@ -193,7 +209,7 @@ def run_playbook(
         _kill_stragglers(workdir)
         _scrub_secrets(workdir)
         try:
-            answer, returncode = _run_process(request)
+            answer, returncode = _run_process(request, _new_mark(workdir))
         finally:
             _scrub_secrets(workdir)
     if answer is None:
@@ -203,7 +219,7 @@ def run_playbook(
     return answer.result
 
 
-def _run_process(request: Request) -> tuple[Outcome | None, int]:
+def _run_process(request: Request, mark: str) -> tuple[Outcome | None, int]:
     """Start the playbook process, hand it `request`, and return its outcome and exit code.
 
     Its stdin stays open until it has answered: when this process dies first, the playbook
@@ -216,7 +232,7 @@ def _run_process(request: Request) -> tuple[Outcome | None, int]:
         [sys.executable, "-m", PROCESS_MODULE],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        env=_environment(),
+        env=_environment(mark),
         cwd=request.workdir,
         text=True,
     )
@@ -241,18 +257,25 @@ def _run_process(request: Request) -> tuple[Outcome | None, int]:
 
 
 def _kill_stragglers(workdir: Path) -> None:
-    """SIGKILL every ansible-playbook process of a run in `workdir` that is still there.
+    """SIGKILL every process of this user that carries the mark of the last run in `workdir`.
 
     Runs in a work directory take turns, so any such process is left from a run whose playbook
     process died: an ansible worker, in a session of its own, that its ansible-playbook did not
     stop (or that lost its ansible-playbook to the hang-up of their terminal) goes on with the
-    run's variables, the secret ones included. Each names the run's inventory on its command line.
+    run's variables, the secret ones included. The process calling this is spared.
     """
-    inventory = f"{workdir.resolve()}{os.sep}inventory{os.sep}".encode()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    try:
+        mark = (workdir / MARK_FILE).read_text().strip()
+    except FileNotFoundError:
+        return
+    wanted = f"{RUN_MARK}={mark}".encode()
+    me, uid = os.getpid(), os.geteuid()
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if inventory in cmdline.read_bytes():
-                os.kill(int(cmdline.parent.name), signal.SIGKILL)
+            if int(proc.name) == me or proc.stat().st_uid != uid:
+                continue
+            if wanted in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
         except (OSError, ProcessLookupError):
             continue
 

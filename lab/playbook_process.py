@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from typing import Any, TextIO
 
 import ansible_runner
 
+from lab.ansible_data import mark
 from lab.playbook import (
     PLAYBOOK_PID,
     SECRETS_PREFIX,
@@ -146,14 +148,16 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
     with tempfile.TemporaryDirectory(prefix=SECRETS_PREFIX, dir=workdir) as secrets_dir:
         cmdline = None
         if request.secret_vars:
-            path = _write_private(Path(secrets_dir), "vars.json", json.dumps(request.secret_vars))
-            cmdline = f"-e @{path}"
+            path = _write_private(Path(secrets_dir), "vars.json", json.dumps(mark(request.secret_vars)))
+            # ansible-runner splits its cmdline as a shell would: a folder with a space stays one word.
+            cmdline = shlex.join(["-e", f"@{path}"])
         runner = ansible_runner.run(
             private_data_dir=str(workdir),
             project_dir=str(ansible_dir),
             playbook=f"playbooks/{request.playbook}",
-            inventory=request.inventory,
-            extravars=request.extravars,
+            # Data, never templates: lab.ansible_data says why.
+            inventory=mark(request.inventory),
+            extravars=mark(request.extravars),
             cmdline=cmdline,
             envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"), **_HOST_KEYS_CHECKED},
             suppress_env_files=True,

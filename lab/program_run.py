@@ -156,15 +156,16 @@ def fake_digest(config_map_id: str) -> str:
 class LabMocks(pulumi.runtime.Mocks):
     """Echo inputs back as outputs, the way a provider with nothing to compute would."""
 
-    def __init__(self, run: ProgramRun) -> None:
+    def __init__(self, run: ProgramRun, kubeconfig: str = FAKE_KUBECONFIG) -> None:
         self.run = run
+        self.kubeconfig = kubeconfig
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         state = dict(args.inputs)
         if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
             state["metadata"] = {"name": args.name, **state["metadata"]}
         if args.typ == DYNAMIC_RESOURCE:  # the host bootstrap: what site.yml would have returned
-            state.update(kubeconfig=FAKE_KUBECONFIG, token=FAKE_TOKEN, nodes={})
+            state.update(kubeconfig=self.kubeconfig, token=FAKE_TOKEN, nodes={})
         if args.resource_id and args.typ == "kubernetes:core/v1:ConfigMap":  # the build's recorded digest
             digest = fake_digest(args.resource_id)
             self.run.stand_in_digests[digest] = args.resource_id
@@ -212,16 +213,18 @@ def run_program(
     *,
     other_config: dict[str, str] | None = None,
     secret_keys: list[str] | None = None,
+    kubeconfig: str = FAKE_KUBECONFIG,
 ) -> ProgramRun:
     """Run `main` as stack `stack` (its stack file, or `values` when given) and record it.
 
     `other_config` adds keys of other namespaces (full names, string values); `secret_keys` lists
-    the keys the engine decrypted from `secure:` values.
+    the keys the engine decrypted from `secure:` values; `kubeconfig` is what the host bootstrap
+    answers (by default one that names no cluster).
     """
     if values is None:
         values = read_stack_values(stack_file(stack))
     run = ProgramRun(stack)
-    mocks = LabMocks(run)
+    mocks = LabMocks(run, kubeconfig)
     pulumi.runtime.set_mocks(
         mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
     )

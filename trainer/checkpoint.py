@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,187 @@ def _foreign(path: Path, what: str) -> CheckpointError:
         f"{path} matches its sha256 but is not a checkpoint this trainer wrote ({what}), so it is not"
         " loaded: move it out of the folder to resume from an older checkpoint, or start again with --fresh"
     )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a checkpoint must hold to resume a run: taken from the run's own net and optimizer."""
+
+    template: dict[str, Any]  # the state a fresh run would save: its keys, tensor shapes and types
+    parameters: tuple[torch.Tensor, ...]  # the optimizer's parameters, in its state_dict numbering
+    epochs: int
+    steps_per_epoch: int
+    line_keys: tuple[str, ...]  # what every line of the metrics history holds
+
+
+def check(path: Path, state: dict[str, Any], layout: Layout) -> None:
+    """Refuse, in one line, a loaded checkpoint whose content does not fit the run.
+
+    Its sha256 and config hash can match while its content does not: a file written by another
+    version of the net, or edited and re-summed. Loading it would fail with a traceback half-way
+    (a tensor of another shape, a missing or extra key), or skip training (an epoch past the last).
+    """
+    problem = _misfit(state, layout)
+    if problem:
+        raise CheckpointError(
+            f"{path} matches its sha256 and this run's hyperparameters but {problem}, so it cannot"
+            f" resume this run: move it out of {path.parent} to resume from an older checkpoint, or"
+            " start again with --fresh"
+        )
+
+
+def _misfit(state: dict[str, Any], layout: Layout) -> str | None:
+    template = layout.template
+    return (
+        _keys("it", state, template)
+        or _tensors("its model", state["model"], template["model"])
+        or _optimizer(state["optimizer"], template["optimizer"], layout.parameters)
+        or _lookahead(state["lookahead"], template["lookahead"])
+        or _tensor("its random-number state", state["rng"], template["rng"])
+        or _integer("its world size", state["world_size"], 1, None)
+        or (None if isinstance(state["emergency"], bool) else "its emergency flag is not true or false")
+        or _progress(state["progress"], template["progress"], layout)
+    )
+
+
+def _keys(what: str, found: Any, expected: dict[str, Any]) -> str | None:
+    if not isinstance(found, dict):
+        return f"{what} is a {type(found).__name__}, not a mapping"
+    missing = [str(key) for key in expected if key not in found]
+    extra = [str(key) for key in found if key not in expected]
+    if missing:
+        return f"{what} lacks {_names(missing)}"
+    if extra:
+        return f"{what} has {_names(extra)} that this trainer never writes"
+    return None
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(repr(key) for key in keys[:3])
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return f"the key{'s' if len(keys) > 1 else ''} {shown}{more}"
+
+
+def _tensor(what: str, found: Any, expected: torch.Tensor) -> str | None:
+    if not isinstance(found, torch.Tensor):
+        return f"{what} is a {type(found).__name__}, not a tensor"
+    if found.shape != expected.shape or found.dtype != expected.dtype:
+        return (
+            f"{what} is {found.dtype} of shape {list(found.shape)}, where this run's is"
+            f" {expected.dtype} of shape {list(expected.shape)}"
+        )
+    return None
+
+
+def _tensors(what: str, found: Any, expected: dict[str, torch.Tensor]) -> str | None:
+    problem = _keys(what, found, expected)
+    if problem:
+        return problem
+    for key, tensor in expected.items():
+        problem = _tensor(f"{what}'s {key!r}", found[key], tensor)
+        if problem:
+            return problem
+    return None
+
+
+def _optimizer(found: Any, expected: dict[str, Any], parameters: tuple[torch.Tensor, ...]) -> str | None:
+    """SGD's state_dict: the same parameter groups, and per-parameter buffers of their shapes."""
+    problem = _keys("its optimizer", found, expected)
+    if problem:
+        return problem
+    groups, wanted = found["param_groups"], expected["param_groups"]
+    if not isinstance(groups, list) or len(groups) != len(wanted):
+        return f"its optimizer does not have this run's {len(wanted)} parameter groups"
+    for index, (group, want) in enumerate(zip(groups, wanted, strict=True)):
+        where = f"its optimizer's parameter group {index}"
+        problem = _keys(where, group, want)
+        if problem:
+            return problem
+        for key, value in want.items():
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if number and not _finite_number(group[key]):
+                return f"{where} has {key} {group[key]!r}, not a finite number"
+            if not number and group[key] != value:
+                return f"{where} has {key} {group[key]!r}, where this run's is {value!r}"
+    buffers = found["state"]
+    if not isinstance(buffers, dict):
+        return "its optimizer's state is not a mapping"
+    for index, entry in buffers.items():
+        if not isinstance(index, int) or not 0 <= index < len(parameters) or not isinstance(entry, dict):
+            return f"its optimizer holds state for {index!r}, which is none of this run's parameters"
+        for name, buffer in entry.items():
+            if buffer is not None:
+                problem = _tensor(f"its optimizer's {name} of parameter {index}", buffer, parameters[index])
+                if problem:
+                    return problem
+    return None
+
+
+def _lookahead(found: Any, expected: list[torch.Tensor] | None) -> str | None:
+    if expected is None or found is None:
+        return None if found is expected else "its lookahead weights do not match this run's recipe"
+    if not isinstance(found, list) or len(found) != len(expected):
+        return f"its lookahead weights are not this run's {len(expected)} tensors"
+    for index, (tensor, want) in enumerate(zip(found, expected, strict=True)):
+        problem = _tensor(f"its lookahead weight {index}", tensor, want)
+        if problem:
+            return problem
+    return None
+
+
+def _progress(found: Any, expected: dict[str, Any], layout: Layout) -> str | None:
+    """Where the run stood: an epoch within the run, a step that agrees with it, its history."""
+    problem = _keys("its progress", found, expected)
+    if problem:
+        return problem
+    epochs, per_epoch = layout.epochs, layout.steps_per_epoch
+    epoch = found["epoch"]
+    problem = _integer("its epoch", epoch, 0, epochs) or _integer(
+        "its step within the epoch", found["step_in_epoch"], 0, 0 if epoch == epochs else per_epoch - 1
+    )
+    if problem:
+        return problem
+    step = epoch * per_epoch + found["step_in_epoch"]
+    if type(found["step"]) is not int or found["step"] != step:
+        return f"its step {found['step']!r} is not {step}, where its epoch and step within it put it"
+    sums = found["sums"]
+    if not isinstance(sums, list) or len(sums) != 3 or not all(map(_finite_number, sums)):
+        return "its running sums are not three finite numbers"
+    history = found["history"]
+    if not isinstance(history, list) or len(history) != epoch:
+        return f"its metrics history does not hold its {epoch} finished epoch(s)"
+    for number, line in enumerate(history, start=1):
+        if (
+            not isinstance(line, dict)
+            or any(not _finite_number(line.get(key)) for key in layout.line_keys)
+            or line["epoch"] != number
+        ):
+            return f"line {number} of its metrics history is not epoch {number}'s metrics"
+    target = found["epochs_to_target"]
+    return (
+        _integer("its restart count", found["restarts"], 0, None)
+        or _seconds("its training seconds", found["train_seconds"])
+        or (
+            None
+            if found["seconds_to_target"] is None
+            else _seconds("its seconds to target", found["seconds_to_target"])
+        )
+        or (None if target is None else _integer("its epochs to target", target, 1, epoch))
+    )
+
+
+def _integer(what: str, value: Any, low: int, high: int | None) -> str | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"{what} {value!r} is not an integer"
+    if value < low or (high is not None and value > high):
+        span = f"{low} to {high}" if high is not None else f"{low} or more"
+        return f"{what} {value} is outside {span}"
+    return None
+
+
+def _seconds(what: str, value: Any) -> str | None:
+    return None if _finite_number(value) and value >= 0 else f"{what} {value!r} is not a duration"
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

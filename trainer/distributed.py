@@ -2,11 +2,17 @@
 
 Ranks come from torchrun's variables, or from a StatefulSet pod's (`RANK`, or the ordinal at the
 end of `POD_NAME`), or from torchrun's `PET_*` inputs when a pod sets those instead.
+
+Ranks exchange tensors of numbers only. Besides the model's, they share a few texts and numbers,
+encoded here into fixed-size tensors and decoded against a strict rule; never Python objects:
+torch's `*_object` collectives unpickle what a peer sends (torch/distributed/distributed_c10d.py,
+`_tensor_to_object`), which runs whatever a forged peer puts there.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import re
 import socket
@@ -23,10 +29,16 @@ from trainer import contract
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
+# The longest text ranks exchange (a device name, a checkpoint's file name), in UTF-8 bytes.
+MAX_TEXT_BYTES = 255
 
 
 class JobEnvironmentError(TrainerError):
     """The job's environment does not describe a valid rank; the message names the variable."""
+
+
+class PeerDataError(TrainerError):
+    """A peer sent what the exchange does not allow; nothing of it is used."""
 
 
 @dataclass(frozen=True)
@@ -237,21 +249,75 @@ def broadcast_buffers(net: torch.nn.Module) -> None:
             dist.broadcast(buffer, 0)
 
 
-def gather(value: object) -> list[object]:
+def _encode(text: str | None) -> torch.Tensor:
+    """A row of 1 + MAX_TEXT_BYTES bytes: 1 and the UTF-8 text padded with zeros, or all zeros for None."""
+    row = torch.zeros(1 + MAX_TEXT_BYTES, dtype=torch.uint8)
+    if text is not None:
+        data = text.encode()
+        if len(data) > MAX_TEXT_BYTES or b"\0" in data:
+            raise ValueError(
+                f"{text[:40]!r}... is no text ranks exchange (at most {MAX_TEXT_BYTES} bytes, no NUL)"
+            )
+        row[0] = 1
+        row[1 : 1 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return row
+
+
+def _decode(row: torch.Tensor, rule: re.Pattern[str], what: str) -> str | None:
+    """The text in `row`, or None; PeerDataError unless it is exactly what `_encode` writes and
+    `rule` matches all of it."""
+    data = bytes(row.cpu().tolist())
+    flag, body = data[0], data[1:].rstrip(b"\0")
+    if flag == 0 and not body:
+        return None
+    try:
+        text = body.decode() if flag == 1 and b"\0" not in body else None
+    except UnicodeDecodeError:
+        text = None
+    if text is None or not rule.fullmatch(text):
+        raise PeerDataError(
+            f"a peer sent {body[:60]!r} where {what} belongs; every rank must run the same trainer"
+            " image, and only the job's own pods may reach its rendezvous and collectives ports"
+            " (see docs/security.md)"
+        )
+    return text
+
+
+def share_text(text: str | None, rule: re.Pattern[str], what: str) -> str | None:
+    """Rank 0's `text` (or None) on every rank, refused unless `rule` matches all of it."""
     if not dist.is_initialized():
-        return [value]
-    values: list[object] = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
-    return values
+        return text
+    row = _encode(text if dist.get_rank() == 0 else None).to(_collective_device())
+    dist.broadcast(row, 0)
+    return _decode(row, rule, what)
 
 
-def share(value: object) -> object:
-    """Rank 0's `value` on every rank."""
+def gather_text(text: str, rule: re.Pattern[str], what: str) -> list[str]:
+    """Every rank's `text`, in rank order, each refused unless `rule` matches all of it."""
+    if not dist.is_initialized():
+        return [text]
+    row = _encode(text).to(_collective_device())
+    rows = [torch.empty_like(row) for _ in range(dist.get_world_size())]
+    dist.all_gather(rows, row)
+    found = [_decode(r, rule, what) for r in rows]
+    if any(t is None for t in found):
+        raise PeerDataError(f"a peer sent no {what}")
+    return [t for t in found if t is not None]
+
+
+def share_number(value: float | None) -> float | None:
+    """Rank 0's finite `value` (or None) on every rank, as two float64s: (1, value) or (0, 0)."""
     if not dist.is_initialized():
         return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+    sent = [0.0, 0.0] if value is None or dist.get_rank() != 0 else [1.0, float(value)]
+    pair = torch.tensor(sent, dtype=torch.float64, device=_collective_device())
+    dist.broadcast(pair, 0)
+    flag, number = pair.tolist()
+    if (flag, number) == (0.0, 0.0):
+        return None
+    if flag != 1.0 or not math.isfinite(number):
+        raise PeerDataError(f"a peer sent ({flag}, {number}) where a number or none belongs")
+    return number
 
 
 def _collective_device() -> torch.device:

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -34,6 +35,16 @@ from trainer.model import RECIPES, build, param_groups
 SIGTERM_EXIT = 128 + signal.SIGTERM
 STATUS_EVERY_SECONDS = 15.0
 WHITENING_IMAGES = 5000
+# The cross-entropy of a uniform guess over the classes (ln 10): what an untrained net scores,
+# with or without label smoothing. An epoch whose mean train loss is DIVERGENCE_FACTOR times that
+# has diverged (docs/trainer.md, "Divergence").
+CHANCE_LOSS = math.log(len(data.CLASSES))
+DIVERGENCE_FACTOR = 10
+DIVERGED_LOSS = DIVERGENCE_FACTOR * CHANCE_LOSS
+# A device's name as ranks exchange it, printable ASCII: "NVIDIA H100 80GB HBM3", "cpu (x86_64, 4 threads)".
+DEVICE_NAME = re.compile(r"[ -~]{1,255}")
+# What the trainer reads back from a resumed run's metrics history (status, summary, curves).
+HISTORY_KEYS = ("epoch", "step", "train_loss", "train_acc", "test_loss", "test_acc", "images_per_second")
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,7 @@ class Stopped(Exception):
 
 
 class Diverged(RunFailed):
-    """The loss stopped being a number; the run is marked failed."""
+    """The loss stopped being a number, or grew far past a uniform guess's; the run is marked failed."""
 
 
 class StopSignal:
@@ -147,7 +158,7 @@ class Run:
         self.where = where
         self.folder = RunFolder(where.run_dir)
         self.place = place
-        self.devices: list[object] = []
+        self.devices: list[str] = []
         self.device = distributed.device_for(self.place, where.backend)
         self.recipe = RECIPES[config.model]
         self.is_rank0 = self.place.rank == 0
@@ -204,12 +215,36 @@ class Run:
             "emergency": emergency,
         }
 
+    def layout(self) -> checkpoint.Layout:
+        """What a checkpoint must hold to resume this run."""
+        return checkpoint.Layout(
+            template=self.state(emergency=False),
+            parameters=tuple(p for group in self.optimizer.param_groups for p in group["params"]),
+            epochs=self.config.epochs,
+            steps_per_epoch=self.loader.steps_per_epoch,
+            line_keys=HISTORY_KEYS,
+        )
+
+    def check(self, start: Start) -> None:
+        """Refuse the checkpoint rank 0 chose if its content does not fit this run."""
+        if start.path is not None and start.state is not None:
+            checkpoint.check(start.path, start.state, self.layout())
+
     def resume(self, start: Start) -> None:
-        """Continue from the checkpoint rank 0 chose and loaded (the others load it now); a restart."""
-        chosen = distributed.share(start.path)
-        if chosen is None:
+        """Continue from the checkpoint rank 0 chose, loaded and checked (the others load and check
+        it now); a restart."""
+        # Its file name only: each rank reads its own run folder, wherever a peer would point.
+        name = distributed.share_text(
+            start.path.name if start.path else None, checkpoint.PATTERN, "a checkpoint's file name"
+        )
+        if name is None:
             return
-        state = start.state or checkpoint.load(Path(chosen), self.config.hash(), self.device)
+        chosen = self.folder.checkpoints / name
+        if start.state is None:
+            start = Start(chosen, checkpoint.load(chosen, self.config.hash(), self.device))
+            self.check(start)
+        state = start.state
+        assert state is not None
         self.net.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.lookahead:
@@ -240,7 +275,7 @@ class Run:
         self.resume(start)
         stop.arm()
         self.model = distributed.wrap(self.net, self.device, self.config.compression)
-        self.devices = distributed.gather(_device_name(self.device))
+        self.devices = distributed.gather_text(_device_name(self.device), DEVICE_NAME, "a device name")
         self.report_status("running")
         for epoch in range(self.progress.epoch, self.config.epochs):
             self.train_epoch(epoch, stop)
@@ -275,20 +310,16 @@ class Run:
                 self.report_status("running", eta_seconds=self.eta(begun, begun_step))
         loss_sum, correct, seen = distributed.sum_all(sums.tolist())
         test_loss, test_acc = self.evaluate(tta=0)
-        # Before the checkpoint: the last one on disk is always of weights that were still numbers.
-        _finite(
-            f"epoch {epoch + 1} (step {p.step})",
-            self.config.lr,
-            self.place.rank,
-            train=loss_sum / seen,
-            test=test_loss,
-        )
+        train_loss, where = loss_sum / seen, f"epoch {epoch + 1} (step {p.step})"
+        # Before the checkpoint: the last one on disk is always of an epoch that had not diverged.
+        _finite(where, self.config.lr, self.place.rank, train=train_loss, test=test_loss)
+        _below_divergence(where, self.config.lr, self.place.rank, train_loss)
         seconds = time.monotonic() - begun
         p.train_seconds += seconds
         line = {
             "epoch": epoch + 1,
             "step": p.step,
-            "train_loss": loss_sum / seen,
+            "train_loss": train_loss,
             "train_acc": correct / seen,
             "test_loss": test_loss,
             "test_acc": test_acc,
@@ -450,11 +481,24 @@ class Run:
 
 def _finite(where: str, lr: float, rank: int, **losses: float) -> None:
     """Raise on every rank alike when a loss (summed over the ranks) is not a number."""
-    if all(math.isfinite(value) for value in losses.values()):
-        return
-    shown = ", ".join(f"{name} loss {value}" for name, value in losses.items())
+    if not all(math.isfinite(value) for value in losses.values()):
+        _diverged(where, ", ".join(f"{name} loss {value}" for name, value in losses.items()), lr, rank)
+
+
+def _below_divergence(where: str, lr: float, rank: int, train_loss: float) -> None:
+    """Raise on every rank alike when an epoch's mean train loss (the same sum on every rank) is
+    DIVERGENCE_FACTOR times a uniform guess's or more."""
+    if train_loss >= DIVERGED_LOSS:
+        reason = (
+            f"train loss {train_loss:.4g} is at least {DIVERGED_LOSS:.1f}, {DIVERGENCE_FACTOR} times a"
+            f" uniform guess's (ln {len(data.CLASSES)})"
+        )
+        _diverged(where, reason, lr, rank)
+
+
+def _diverged(where: str, reason: str, lr: float, rank: int) -> None:
     error = Diverged(
-        f"training diverged in {where}: {shown}; lower --lr (it is {lr:g}) or check the data, then"
+        f"training diverged in {where}: {reason}; lower --lr (it is {lr:g}) or check the data, then"
         " start again with --fresh (the checkpoints hold only the epochs before)"
     )
     error.echo = rank != 0
@@ -481,12 +525,11 @@ def release_gpus(where: Placement, place: distributed.Topology) -> None:
         print(f"warning: {err}; the ranks keep their GPUs until the StatefulSet is scaled down", flush=True)
 
 
-def complete_and_wait(folder: RunFolder, summary: dict[str, Any], stop: StopSignal) -> int:
+def complete_and_wait(folder: RunFolder, best: float, stop: StopSignal) -> int:
     """Say the run is complete and sleep until SIGTERM, so a pod neither exits nor crash-loops."""
     stop.arm()
     print(
-        f"run {folder.path} is complete (best test accuracy {100 * summary['best_test_acc']:.2f}%);"
-        " waiting for SIGTERM",
+        f"run {folder.path} is complete (best test accuracy {100 * best:.2f}%); waiting for SIGTERM",
         flush=True,
     )
     stop.wait()
@@ -529,37 +572,50 @@ def main(
     fresh = _fresh(where)
     waits = where.on_complete != "exit"
     # Checked before joining: the other ranks of a finished job are asleep, not at the rendezvous.
-    done = folder.completed(config.hash()) if waits and not fresh else None
-    if done is None:
+    best = _best(folder.completed(config.hash())) if waits and not fresh else None
+    if best is None:
         # Rank 0 alone reads the folder (on several machines only its own has one) and refuses bad
         # state before the rendezvous; the others learn whether it found the run complete.
-        start = Start()
+        start, run = Start(), None
         if place.rank == 0:
-            done = None if fresh else folder.completed(config.hash())
-            if done is None:
+            best = None if fresh else _best(folder.completed(config.hash()))
+            if best is None:
                 start = prepare(folder, config, fresh)
                 if warning := few_steps_warning(config.train_images, config.batch_size):
                     print(f"warning: {warning}", file=sys.stderr, flush=True)
+                # Built before the rendezvous, so that a checkpoint that does not fit the run is
+                # refused while the other ranks still wait there.
+                run = Run(config, where, place, splits)
+                run.check(start)
         distributed.join(place, where.backend, where.timeout)
-        done = distributed.share(done)
-        if done is None:
-            done = _train(Run(config, where, place, splits), stop, start)
-            if done is None:
+        best = distributed.share_number(best)
+        if best is None:
+            summary = _train(run or Run(config, where, place, splits), stop, start)
+            if summary is None:
                 return SIGTERM_EXIT
+            best = summary["best_test_acc"]
         else:
             distributed.leave(finished=True)
             if place.rank == 0 and not waits:
                 print(
-                    f"run {folder.path} is already complete (best test accuracy"
-                    f" {100 * done['best_test_acc']:.2f}%); nothing to do (--fresh trains it again)",
+                    f"run {folder.path} is already complete (best test accuracy {100 * best:.2f}%);"
+                    " nothing to do (--fresh trains it again)",
                     flush=True,
                 )
     if waits:
         if where.ready_file:
             readiness.mark(where.ready_file, place.rank)
         release_gpus(where, place)
-        return complete_and_wait(folder, done, stop)
+        return complete_and_wait(folder, best, stop)
     return 0
+
+
+def _best(summary: dict[str, Any] | None) -> float | None:
+    """A completed run's best test accuracy; None when there is no such run (or its figure is not a
+    number, so the run finishes again from its checkpoint)."""
+    best = summary.get("best_test_acc") if summary else None
+    valid = isinstance(best, int | float) and not isinstance(best, bool) and math.isfinite(best)
+    return float(best) if valid else None
 
 
 def _train(run: Run, stop: StopSignal, start: Start) -> dict[str, Any] | None:

@@ -8,11 +8,12 @@ import argparse
 from lab.cli import doctor, hosts, init, render, results, status, try_local, validate, wait
 from lab.cli.console import CliError, print_error
 from lab.config import ConfigError
+from lab.kubeconfig import KubeconfigError
 from lab.playbook import PlaybookError
 from lab.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
-EXPECTED = (CliError, ConfigError, PlaybookError, SshError)
+EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError)
 
 
 def build_parser() -> argparse.ArgumentParser:

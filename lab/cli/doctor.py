@@ -17,8 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "doctor",
         help="check the operator's machine and the nodes before `pulumi up`",
         description="Preflight: Pulumi CLI, Python dependencies, SSH and sudo, OS, GPU driver, time"
-        " sync, free ports, an existing cluster the lab did not install, and the bandwidth between the"
-        " nodes with what it means for DDP."
+        " sync, free ports, the configured interfaces, the trainer's uid, two nodes on one machine, an"
+        " existing cluster the lab did not install, the host firewall when the ranks use the host"
+        " network, and the bandwidth between the nodes with what it means for DDP."
         " Exits 1 when any finding is an error.",
     )
     add_stack_option(parser)
@@ -38,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.nodes_only:
         with console.status("checking the operator's machine"):
             findings += [preflight.pulumi_cli(), preflight.python_dependencies(), preflight.python_imports()]
+    machines: dict[str, str] = {}
     for node in cfg.nodes:
         with console.status(f"checking {node.name} ({node.address})"):
-            findings += preflight.node_findings(cfg, args.stack, node)
+            findings += preflight.node_findings(cfg, args.stack, node, machines)
     reachable = not any(f.check == "SSH" and f.level is Level.ERROR for f in findings)
     if len(cfg.nodes) > 1 and reachable and not args.no_bandwidth:
         with console.status(f"measuring the link between {cfg.nodes[0].name} and {cfg.nodes[1].name}"):

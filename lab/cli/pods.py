@@ -9,6 +9,7 @@ from typing import Any
 
 from lab.cli.console import CliError
 from lab.config import LabConfig
+from lab.gpu_nodes import gpu_shortfalls
 from lab.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
 from lab.ssh import Remote
 
@@ -59,10 +60,10 @@ def ranks(pods: dict[str, Any]) -> list[Rank]:
     return sorted(found, key=lambda r: (len(r.rank), r.rank, r.pod))
 
 
-def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
-    """Ask the server's own kubectl (admin kubeconfig, under sudo) for the lab namespace's pods."""
+def _kubectl_get(cfg: LabConfig, stack: str, *what: str) -> dict[str, Any]:
+    """`kubectl get WHAT -o json` by the server's own kubectl (admin kubeconfig, under sudo)."""
     _, kubectl = KUBECTL[cfg.distribution]
-    script = f"{cluster_probe(cfg)}; sudo -n {kubectl} get pods -n {shlex.quote(cfg.namespace)} -o json"
+    script = f"{cluster_probe(cfg)}; sudo -n {kubectl} get {shlex.join(what)} -o json"
     server = Remote.of(stack, cfg.ssh, cfg.server)
     done = server.run(script, timeout=60)
     if done.returncode == NO_CLUSTER:
@@ -72,4 +73,14 @@ def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
         raise CliError(
             f"kubectl on {cfg.server.name} failed: {last}; check `labctl validate --stack {stack}`"
         )
-    return ranks(json.loads(done.stdout))
+    return json.loads(done.stdout)
+
+
+def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
+    """The lab namespace's training pods, as the server's kubectl lists them."""
+    return ranks(_kubectl_get(cfg, stack, "pods", "-n", cfg.namespace))
+
+
+def gpu_node_lines(cfg: LabConfig, stack: str) -> list[str]:
+    """One line per node whose allocatable GPUs are not the stack's (lab.gpu_nodes); none on CPU labs."""
+    return gpu_shortfalls(cfg, _kubectl_get(cfg, stack, "nodes")) if cfg.has_gpus else []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.apparmor import BUILD_PROFILE, USERNS_SYSCTL
 from lab.cli.console import Finding, Level
-from lab.config import LabConfig, Node, cluster_ports
+from lab.config import EPHEMERAL_PORTS, LabConfig, Node, cluster_ports
 from lab.inventory import NODE_STATE_DIR
 from lab.locks import OPERATOR_LOCK, pins
 from lab.nvidia import MAX_COMPUTE_CAPABILITY, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_MAJOR, gpu_problems
@@ -26,12 +26,15 @@ MAX_CLOCK_SKEW_S = 1.0
 # The script site.yml runs before it changes anything: it names each Kubernetes distribution or
 # container runtime on the node and whether the lab installed it.
 EXISTING_CLUSTER_SCRIPT = ANSIBLE_DIR / "roles" / "lab_state" / "files" / "existing_cluster.sh"
+# The script the prereq role asks before it opens the lab's ports: ufw, firewalld, other or none.
+ACTIVE_FIREWALL_SCRIPT = ANSIBLE_DIR / "roles" / "prereq" / "files" / "active_firewall.sh"
 OPERATOR = "operator"
 # What `pulumi up` and the validation suite import on the operator's machine; the trainer runs
 # in its image, so torch is not among them.
 RUNTIME_MODULES = ("pulumi", "pulumi_kubernetes", "ansible_runner", "testinfra")
 
-# Everything doctor needs from a node in one round trip, as key=value lines.
+# Everything doctor needs from a node in one round trip, as key=value lines; the script is run
+# with $trainer_uid set.
 FACTS_SCRIPT = r"""
 . /etc/os-release
 echo "os_id=$ID"
@@ -56,6 +59,9 @@ if command -v ss >/dev/null; then
 else
   echo "ports=unknown"
 fi
+echo "machine_id=$(cat /etc/machine-id 2>/dev/null)"
+echo "interfaces=$(ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
+echo "uid_owner=$(getent passwd "$trainer_uid" | cut -d: -f1)"
 echo "clock=$(date +%s.%N)"
 """
 
@@ -136,11 +142,13 @@ def _facts(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
-    """SSH, sudo, OS, GPU driver, time sync and free ports on one node."""
+def node_findings(cfg: LabConfig, stack: str, node: Node, machines: dict[str, str]) -> list[Finding]:
+    """SSH, sudo, OS, GPU driver, time sync, free ports, interface and trainer uid on one node,
+    and whether it is a machine already checked: `machines` maps the machine ids of the nodes
+    checked so far to their names, and gets this node's."""
     remote = Remote.of(stack, cfg.ssh, node)
     try:
-        done = remote.run(FACTS_SCRIPT, timeout=60)
+        done = remote.run(f"trainer_uid={cfg.trainer.uid}\n{FACTS_SCRIPT}", timeout=60)
     except SshError as err:
         return [
             Finding(node.name, "SSH", Level.ERROR, str(err), "fix SSH access first; the other checks need it")
@@ -157,7 +165,62 @@ def node_findings(cfg: LabConfig, stack: str, node: Node) -> list[Finding]:
         userns_finding(node, facts),
         _time_sync(node, facts, clock_offset),
         ports_finding(node, facts, needed_ports(cfg, node)),
+        *interface_findings(node, facts),
+        uid_finding(node, facts, cfg.trainer.uid),
+        *same_machine_findings(node, facts, machines),
         existing_cluster_finding(node, *_existing_cluster(remote, cfg)),
+        *([firewall_finding(cfg, node, *_active_firewall(remote))] if cfg.trainer.host_network else []),
+    ]
+
+
+def interface_findings(node: Node, facts: dict[str, str]) -> list[Finding]:
+    """The node's configured interface exists there (flannel and NCCL would otherwise fail late)."""
+    if node.interface is None:
+        return []
+    present = facts.get("interfaces", "").split()
+    if node.interface in present:
+        return [Finding(node.name, "interface", Level.OK, f"{node.interface} exists")]
+    return [
+        Finding(
+            node.name,
+            "interface",
+            Level.ERROR,
+            f"{node.interface} does not exist here (it has {', '.join(present) or 'none'})",
+            f"set interface for {node.name} to one of those, or leave it out to use the route's",
+        )
+    ]
+
+
+def uid_finding(node: Node, facts: dict[str, str], uid: int) -> Finding:
+    """trainer.uid names no account of the node: the export's files would be that account's."""
+    owner = facts.get("uid_owner", "")
+    if not owner:
+        return Finding(node.name, "trainer uid", Level.OK, f"{uid} is no account here")
+    return Finding(
+        node.name,
+        "trainer uid",
+        Level.ERROR,
+        f"trainer.uid {uid} is the account {owner!r} here: the export and its files would be {owner}'s",
+        "set trainer.uid to a uid no account of the nodes has (the default 10001 usually is)",
+    )
+
+
+def same_machine_findings(node: Node, facts: dict[str, str], machines: dict[str, str]) -> list[Finding]:
+    """An error when this node is a machine already checked under another node's address."""
+    machine = facts.get("machine_id", "")
+    if not machine:
+        return []
+    other = machines.setdefault(machine, node.name)
+    if other == node.name:
+        return []
+    return [
+        Finding(
+            node.name,
+            "machine",
+            Level.ERROR,
+            f"the same machine as {other} (/etc/machine-id {machine}): two nodes on one machine are one node",
+            f"give {node.name} the address of another machine, or remove it from the stack",
+        )
     ]
 
 
@@ -167,6 +230,56 @@ def _existing_cluster(remote: Remote, cfg: LabConfig) -> tuple[int, str]:
     args = shlex.join([NODE_STATE_DIR, cfg.distribution.value])
     done = remote.run(f"sudo -n sh -s -- {args}", stdin=EXISTING_CLUSTER_SCRIPT.read_text(), timeout=60)
     return done.returncode, done.stdout
+
+
+def _active_firewall(remote: Remote) -> tuple[int, str]:
+    """The prereq role's firewall probe on the node, run as root (ufw and nft answer root only)."""
+    done = remote.run("sudo -n sh -s", stdin=ACTIVE_FIREWALL_SCRIPT.read_text(), timeout=60)
+    return done.returncode, done.stdout.strip()
+
+
+def firewall_finding(cfg: LabConfig, node: Node, returncode: int, active: str) -> Finding:
+    """With ranks on the host network, whether a firewall stands between the LAN and their ports.
+
+    There the rendezvous port and the collectives' ports listen on the node's own address; the
+    NetworkPolicies that guard them on the pod network do not apply. torchrun's c10d rendezvous
+    keeps its state in that store as a pickle and every agent unpickles it
+    (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py, `_BackendRendezvousStateHolder.sync`),
+    so whoever can write to the store runs code in every rank's pod.
+    """
+    check = "firewall"
+    low, high = EPHEMERAL_PORTS
+    ports = f"{cfg.trainer.port}/tcp and {low}-{high}/tcp"
+    peers = ", ".join(n.address for n in cfg.nodes if n.name != node.name) or "the other nodes"
+    if returncode != 0:
+        return Finding(
+            node.name,
+            check,
+            Level.WARNING,
+            "cannot read the firewall without sudo",
+            "fix sudo (see above), then run doctor again",
+        )
+    if active in {"ufw", "firewalld"}:
+        detail = f"{active} active: `pulumi up` opens the ranks' ports ({ports}) to {peers} only"
+        return Finding(node.name, check, Level.OK, detail)
+    if active == "other":
+        return Finding(
+            node.name,
+            check,
+            Level.WARNING,
+            f"input is filtered by nftables or iptables rules that are neither ufw nor firewalld;"
+            f" `pulumi up` opens nothing there, and the ranks need {ports}",
+            f"admit {ports} from {peers} only, or use ufw, which `pulumi up` opens for them",
+        )
+    return Finding(
+        node.name,
+        check,
+        Level.ERROR,
+        f"no host firewall: trainer.hostNetwork opens {ports} on {node.address} to every host that"
+        " reaches it (torchrun unpickles what its rendezvous store holds)",
+        f"`sudo ufw allow OpenSSH && sudo ufw enable` (`pulumi up` then admits {peers} only),"
+        " or trainer.hostNetwork: false",
+    )
 
 
 def existing_cluster_finding(node: Node, returncode: int, output: str) -> Finding:

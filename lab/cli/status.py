@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.console import CliError, console
-from lab.cli.pods import Rank, training_ranks
+from lab.cli.console import CliError, console, errors
+from lab.cli.pods import Rank, gpu_node_lines, training_ranks
 from lab.cli.runsource import runs_source
 from lab.cli.stackarg import add_stack_option, load
 
@@ -107,8 +107,12 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
-    ranks = [] if args.runs_dir else training_ranks(load(args), args.stack)
-    if ranks:
-        console.print(ranks_table(ranks))
+    if not args.runs_dir:
+        cfg = load(args)
+        for line in gpu_node_lines(cfg, args.stack):
+            errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
+        ranks = training_ranks(cfg, args.stack)
+        if ranks:
+            console.print(ranks_table(ranks))
     console.print(run_table(pick_run(source.collect(), args.run, source.where)))
     return 0

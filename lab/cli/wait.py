@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lab.build_context import build_context
 from lab.cli.console import CliError, console, errors
+from lab.cli.pods import gpu_node_lines
 from lab.cli.runsource import RunsSource, runs_source
 from lab.cli.stackarg import add_stack_option, load
 from lab.cli.status import all_runs, progress
@@ -155,4 +156,10 @@ def run(args: argparse.Namespace) -> int:
 
     name = args.run or run_name(cfg, build_context().tag)
     source = runs_source(args)
+    # Ranks that ask for GPUs no node offers never start: say so instead of waiting forever.
+    gpu_lines = [] if args.runs_dir else gpu_node_lines(cfg, args.stack)
+    for line in gpu_lines:
+        errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
+    if gpu_lines:
+        return EXIT_FAILED
     return follow(Follower(source, name, args.failed_after), args.interval, args.timeout)

@@ -54,23 +54,27 @@ class Cluster(pulumi.ComponentResource):
         lab: LabConfig,
         provider: k8s.Provider,
         context: BuildContext,
+        kubeconfig: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("k8scifar:cluster:Cluster", name, None, opts)
         namespaces = declare_namespaces(lab, provider, self)
-        scope = Scope(lab, provider, self, namespaces.lab.metadata.name)
+        scope = Scope(lab, provider, self, namespaces.lab.metadata.name, kubeconfig)
         build_scope = scope.within(namespaces.build.metadata.name)
         gpu_scope = scope.within(namespaces.gpu.metadata.name) if namespaces.gpu else None
         if gpu_scope:
             declare_gpu_support(gpu_scope)
         gang = declare_gang(scope)
+        # Kueue's pod and Job webhooks fail closed on every pod of the lab's namespace: its
+        # workloads are declared once Kueue serves (lab.cluster.gang).
+        workloads = scope.after(gang.release) if gang else scope
         storage = declare_storage(scope)
-        registry = declare_registry(scope)
+        registry = declare_registry(workloads)
         image = declare_image(build_scope, registry, context)
-        dataset = declare_dataset(scope, storage, image)
+        dataset = declare_dataset(workloads, storage, image)
         declare_network_policies(scope, build_scope, gpu_scope)
-        training = declare_training(scope, storage, image, dataset, gang)
-        sweep = declare_sweep(scope, storage, image, dataset, training.statefulset, gang)
+        training = declare_training(workloads, storage, image, dataset, gang)
+        sweep = declare_sweep(workloads, storage, image, dataset, training.statefulset, gang)
         runs = storage.location(RUNS)
         ranks = training.statefulset.metadata
         run = ranks.annotations.apply(lambda annotations: annotations[RUN_ANNOTATION])

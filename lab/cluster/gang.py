@@ -13,6 +13,21 @@ training run waits for.
 The quota is what the lab rations: its GPUs on GPU labs, pod slots (one per node) on CPU labs.
 Kueue leaves CPU and memory to the scheduler (`excludeResourcePrefixes`), so requests that pods
 may carry for them never make a workload inadmissible.
+
+Where Kueue meets the rest of the lab (docs/seams.md):
+
+- Timeouts: `pulumi up` waits for the ranks (lab.cluster.awaits); Kueue's PodsReady and recovery
+  timeouts are longer, so `up` reports a run that does not start with its pods as they stand, and
+  Kueue evicts it (freeing its GPUs) only after that.
+- Priorities: the training run outranks the sweep and the ClusterQueue preempts lower priorities,
+  so a new run does not queue for days behind a running sweep while `up` waits; the sweep's sets
+  resume from their checkpoints when it is admitted again.
+- Webhooks: Kueue's pod and Job webhooks fail closed on every pod of the lab's namespace, queued
+  or not (the chart's `mpod.kb.io` and `mjob.kb.io` take `managedJobsNamespaceSelector`), so every
+  workload there is declared after the release, whose await ends once Kueue serves.
+- Destroy: the program declares `kueue-system` itself; a namespace Helm creates for a release
+  (`create_namespace`) is not part of the release and outlives `helm uninstall` (helm
+  pkg/action/install.go creates it beside the release's manifest, which is all uninstall deletes).
 """
 
 from __future__ import annotations
@@ -24,22 +39,32 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from lab.cluster.awaits import TRAINING_TIMEOUT, minutes
+from lab.cluster.namespace import lab_namespace
 from lab.cluster.pods import GPU_RESOURCE
 from lab.cluster.scope import Scope
+from lab.cluster.security import RESTRICTED
 from lab.cluster.versions import KUEUE_CHART, KUEUE_VERSION
 from lab.config import GangScheduler, LabConfig
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_NAMESPACE = "kueue-system"
 LOCAL_QUEUE = "lab"
 APP = "kueue"
 COMPONENT = "scheduling"
 FRAMEWORKS = ["batch/job", "pod", "statefulset"]
-# Shorter than the StatefulSet's await in `pulumi up` (15 min): Kueue evicts and requeues a run
-# whose ranks are not all training by then, freeing what the ranks that did start hold.
-PODS_READY_TIMEOUT = "10m"
+# Kueue's clocks start at admission (timeout) or at a started run's first unready pod (recovery,
+# apis/config/v1beta2/configuration_types.go), never before the StatefulSet exists, where `up`'s
+# await starts: a few minutes more than the await and `up` always speaks first.
+PODS_READY_TIMEOUT = f"{minutes(TRAINING_TIMEOUT) + 5}m"
+# Workload priorities by the component that carries them (lab.cluster.training, lab.cluster.sweep).
+PRIORITIES = {"training": 100, "sweep": 10}
+# A pending workload may evict admitted ones of lower priority in the same ClusterQueue
+# (apis/kueue/v1beta2/clusterqueue_types.go, ClusterQueuePreemption.withinClusterQueue).
+PREEMPTION = {"withinClusterQueue": "LowerPriority"}
 PODS = "pods"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 
@@ -49,11 +74,41 @@ class Gang:
     release: k8s.helm.v3.Release
     queue: k8s.apiextensions.CustomResource
     queue_name: str
+    lab_namespace: str
+    priorities: dict[str, WorkloadPriorityClass]
 
-    @property
-    def labels(self) -> dict[str, str]:
-        """The label that puts a StatefulSet or Job in the lab's queue."""
-        return {QUEUE_LABEL: self.queue_name}
+    def labels(self, component: str) -> dict[str, str]:
+        """The labels that put a StatefulSet or Job in the lab's queue at its component's priority."""
+        return {QUEUE_LABEL: self.queue_name, PRIORITY_LABEL: priority_class(self.lab_namespace, component)}
+
+
+def priority_class(lab_namespace: str, component: str) -> str:
+    return f"{lab_namespace}-{component}"
+
+
+class WorkloadPriorityClass(pulumi.CustomResource):
+    """Kueue's WorkloadPriorityClass (apis/kueue/v1beta2/workloadpriorityclass_types.go): `value` and
+    `description` sit beside `metadata`, with no `spec`, which the Python CustomResource of
+    pulumi-kubernetes cannot carry. Registered under the type token that class uses for every
+    custom resource, `kubernetes:<apiVersion>:<kind>`, so the same provider handles it."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        metadata: dict[str, Any],
+        value: int,
+        description: str,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        kind = "WorkloadPriorityClass"
+        props = {
+            "apiVersion": API_VERSION,
+            "kind": kind,
+            "metadata": metadata,
+            "value": value,
+            "description": description,
+        }
+        super().__init__(f"kubernetes:{API_VERSION}:{kind}", resource_name, props, opts)
 
 
 def quotas(lab: LabConfig) -> dict[str, int]:
@@ -74,6 +129,7 @@ def manager_config(lab: LabConfig) -> dict[str, Any]:
         "managedJobsNamespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: lab.namespace}},
         "waitForPodsReady": {
             "timeout": PODS_READY_TIMEOUT,
+            "recoveryTimeout": PODS_READY_TIMEOUT,
             "blockAdmission": True,
             "requeuingStrategy": {"timestamp": "Eviction"},
         },
@@ -86,14 +142,17 @@ def declare_gang(scope: Scope) -> Gang | None:
     lab = scope.lab
     if lab.gang_scheduler is GangScheduler.NONE:
         return None
+    # The chart's controller runs as non-root with every capability dropped: `restricted` fits.
+    namespace = lab_namespace(
+        "kueue-namespace", lab, KUEUE_NAMESPACE, RESTRICTED, scope.provider, scope.parent
+    )
     release = k8s.helm.v3.Release(
         "kueue",
         chart=KUEUE_CHART,
         version=KUEUE_VERSION,
-        namespace=KUEUE_NAMESPACE,
-        create_namespace=True,
+        namespace=namespace.metadata.name,
         values={"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(lab))}},
-        opts=scope.opts(),
+        opts=scope.opts(namespace),
     )
     flavor_name, queue_name = f"{lab.namespace}-nodes", lab.namespace
     flavor = k8s.apiextensions.CustomResource(
@@ -113,6 +172,7 @@ def declare_gang(scope: Scope) -> Gang | None:
         spec={
             "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: lab.namespace}},
             "queueingStrategy": "StrictFIFO",
+            "preemption": PREEMPTION,
             "resourceGroups": [
                 {
                     "coveredResources": list(limits),
@@ -135,9 +195,21 @@ def declare_gang(scope: Scope) -> Gang | None:
         spec={"clusterQueue": queue_name},
         opts=scope.opts(release, cluster_queue),
     )
-    return Gang(release, queue, LOCAL_QUEUE)
+    priorities = {
+        component: WorkloadPriorityClass(
+            f"kueue-priority-{component}",
+            metadata=scope.cluster_metadata(priority_class(lab.namespace, component), APP, COMPONENT),
+            value=value,
+            description=f"The lab's {component} workloads",
+            opts=scope.opts(release),
+        )
+        for component, value in PRIORITIES.items()
+    }
+    return Gang(release, queue, LOCAL_QUEUE, lab.namespace, priorities)
 
 
-def gang_opts(gang: Gang | None) -> tuple[dict[str, str], list[pulumi.Resource]]:
-    """The queue label and the dependency a workload needs to be admitted by Kueue (none without it)."""
-    return (gang.labels, [gang.queue]) if gang else ({}, [])
+def gang_opts(gang: Gang | None, component: str) -> tuple[dict[str, str], list[pulumi.Resource]]:
+    """The labels and dependencies that get a `component` workload admitted by Kueue (none without it)."""
+    if gang is None:
+        return {}, []
+    return gang.labels(component), [gang.queue, gang.priorities[component]]

@@ -10,12 +10,26 @@ per node, so the label follows the stack file: k3s's `node-label` and the kubele
 for Agents"), so a node given GPUs later would never be labelled there. A node whose `gpus` drops
 to 0 loses its patch, and with it the label (the patch's field manager owned it).
 
+The lab owns the RuntimeClass `nvidia` on both distributions: kubeadm ships none, and the k3s
+role disables k3s's own (`disable: runtimes`, ansible/roles/k3s/defaults/main.yml), which k3s
+would otherwise apply from its packaged runtimes.yaml; pulumi-kubernetes creates new objects with
+a plain create (4.29 on), so an object of that name already there would fail `pulumi up`.
+
 The plugin runs alone in its own namespace at Pod Security `privileged` (its hostPath to the
 kubelet's socket directory is more than `baseline` admits), with no API token and no network.
 It hands GPUs to containers as volume mounts, not as an `NVIDIA_VISIBLE_DEVICES` variable, and the
 toolkit on the nodes (the nvidia role) ignores that variable in unprivileged containers: a pod can
 no longer get every GPU by setting `NVIDIA_VISIBLE_DEVICES=all` (NVIDIA/k8s-device-plugin README,
 "deviceListStrategy"; NVIDIA, "Preventing unprivileged access to GPUs in Kubernetes").
+The plugin itself finds the GPUs through that very variable (its image sets
+`NVIDIA_VISIBLE_DEVICES=all`, deployments/container/Dockerfile at v0.17.1), so it holds the one
+capability the toolkit takes as "privileged": CAP_SYS_ADMIN in its bounding set
+(nvidia-container-toolkit v1.17.8 internal/config/image/privileged.go IsPrivileged, read by
+cmd/nvidia-container-runtime-hook/container_config.go getDevices). NVIDIA's own chart adds it for
+the same reason whenever the strategy includes volume-mounts (deployments/helm/nvidia-device-plugin
+templates/_helpers.tpl, `requiresCapSysAdmin`, v0.17.1). Without it the plugin sees no NVML,
+reports no GPU, and every GPU pod stays Pending. Workloads keep the protection: the lab's
+namespace enforces `restricted`, which admits no added capability but NET_BIND_SERVICE.
 """
 
 from __future__ import annotations
@@ -23,7 +37,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.cluster.pods import GPU_NODE_LABEL, GPU_RESOURCE, GPU_RUNTIME_CLASS
+from lab.cluster.pods import GPU_NODE_LABEL, GPU_RUNTIME_CLASS, GPU_TOLERATION
 from lab.cluster.scope import Scope
 from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.versions import DEVICE_PLUGIN_IMAGE
@@ -32,6 +46,9 @@ APP = "nvidia-device-plugin"
 COMPONENT = "gpu"
 KUBELET_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 DEVICE_LIST_STRATEGY = "volume-mounts"
+# Every capability dropped but the one that makes the toolkit honour the image's
+# NVIDIA_VISIBLE_DEVICES=all for the plugin (see the module's docstring).
+PLUGIN_CAPABILITIES = {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
 
 
 def declare_gpu_support(scope: Scope) -> list[pulumi.Resource]:
@@ -65,8 +82,7 @@ def _device_plugin(
         {
             "runtimeClassName": GPU_RUNTIME_CLASS,
             "nodeSelector": {GPU_NODE_LABEL: "true"},
-            # GPU nodes are often tainted so that only GPU work lands there; the plugin must still run.
-            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            "tolerations": [GPU_TOLERATION],
             # Without the plugin no GPU is allocatable: it is the last pod a node should evict.
             "priorityClassName": "system-node-critical",
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -79,7 +95,7 @@ def _device_plugin(
                         {"name": "FAIL_ON_INIT_ERROR", "value": "false"},
                         {"name": "DEVICE_LIST_STRATEGY", "value": DEVICE_LIST_STRATEGY},
                     ],
-                    "securityContext": container_security(),
+                    "securityContext": {**container_security(), "capabilities": PLUGIN_CAPABILITIES},
                     "resources": SIZES["device-plugin"].resources(),
                     "volumeMounts": [{"name": "device-plugins", "mountPath": KUBELET_PLUGIN_DIR}],
                 }

@@ -7,11 +7,14 @@ tag: an unchanged tree declares the same objects (nothing is built again), a cha
 declares new ones, and the new tag rolls the workloads that run the image.
 
 Workloads run the image by digest, not by tag. The digest exists only once BuildKit has pushed,
-long after the program is planned, so the build pod records it: its last container (the image
-just built, which the node pulls through the read-only registry) writes the digest BuildKit
-reports into the ConfigMap `trainer-image-<tag>` (lab/cluster/digest_record.py), and the program
-reads that ConfigMap once the Job has completed. The build runs in a namespace of its own
-(lab.cluster.namespace); only the recording container gets an API token.
+long after the program is planned, so the build pod records it: its last container writes the
+digest BuildKit reports for the push (its `--metadata-file`) into the ConfigMap
+`trainer-image-<tag>` (lab/cluster/digest_record.py), and the program reads that ConfigMap once
+the Job has completed. The build runs in a namespace of its own (lab.cluster.namespace); only the
+recording container gets an API token, and it runs the Dockerfile's base image, pinned by digest,
+never an image pulled by tag: the registry speaks plain HTTP, so whoever sat between a node and
+it could otherwise hand that container, and its token, code of their choosing. The pod runs on
+the registry's node, so the push never leaves it.
 """
 
 from __future__ import annotations
@@ -154,13 +157,13 @@ def _token_volume() -> dict[str, Any]:
     }
 
 
-def _record(scope: Scope, tag: str) -> dict[str, Any]:
+def _record(scope: Scope, context: BuildContext, push_ref: str) -> dict[str, Any]:
     return {
         "name": "record-digest",
-        # Pulled by tag through the read-only registry, once the build has pushed it.
-        "image": image_reference(scope.lab.registry_endpoint, tag),
+        # Standard-library Python from the image the build starts from, by its digest.
+        "image": context.base_image,
         "command": ["python", "-c", Path(digest_record.__file__).read_text()],
-        "args": [scope.namespace, digest_map_name(tag), METADATA_FILE],
+        "args": [scope.namespace, digest_map_name(context.tag), METADATA_FILE, push_ref],
         "securityContext": container_security(),
         "resources": SIZES["step"].resources(),
         "volumeMounts": [
@@ -191,13 +194,12 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
         "resources": SIZES["step"].resources(),
         "volumeMounts": [mount("context", CONTEXT_DIR, read_only=True), mount("workspace", WORKSPACE)],
     }
+    push_ref = image_reference(registry.push_host, tag)
     buildkit = {
         "name": "buildkit",
         "image": BUILDKIT_IMAGE,
         "command": ["buildctl-daemonless.sh"],
-        "args": _buildctl_args(
-            image_reference(registry.push_host, tag), f"{registry.push_host}/{REPOSITORY}:buildcache"
-        ),
+        "args": _buildctl_args(push_ref, f"{registry.push_host}/{REPOSITORY}:buildcache"),
         # No process sandbox: the pod itself is the sandbox, and a nested PID namespace needs privileges.
         "env": [{"name": "BUILDKITD_FLAGS", "value": "--oci-worker-no-process-sandbox"}],
         "securityContext": build_security,
@@ -220,9 +222,11 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
                         "restartPolicy": "Never",
                         "serviceAccountName": ACCOUNT,
                         "securityContext": {**pod_security(scope.lab), "fsGroup": BUILDKIT_UID},
+                        # Beside the registry: the push reaches it without crossing the network.
+                        "nodeSelector": registry.node_selector,
                         # Build and push first, then record what was pushed.
                         "initContainers": [unpack, buildkit],
-                        "containers": [_record(scope, tag)],
+                        "containers": [_record(scope, context, push_ref)],
                         "volumes": [
                             {"name": "context", "configMap": {"name": context_map.metadata.name}},
                             {"name": "workspace", "emptyDir": {}},

@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from lab.cluster.labels import labels
 from lab.cluster.scope import kubernetes_minor
 from lab.cluster.security import PRIVILEGED, namespace_level, pod_security_labels
-from lab.config import LabConfig
+from lab.config import BUILD_NAMESPACE_SUFFIX, GPU_NAMESPACE_SUFFIX, LabConfig
 
 APP = "k8scifar"
 COMPONENT = "namespace"
@@ -30,16 +30,17 @@ class Namespaces:
 
 
 def build_namespace(lab: LabConfig) -> str:
-    return f"{lab.namespace}-build"
+    return lab.namespace + BUILD_NAMESPACE_SUFFIX
 
 
 def gpu_namespace(lab: LabConfig) -> str:
-    return f"{lab.namespace}-gpu"
+    return lab.namespace + GPU_NAMESPACE_SUFFIX
 
 
-def _namespace(
+def lab_namespace(
     resource: str, lab: LabConfig, name: str, level: str, provider: k8s.Provider, parent: pulumi.Resource
 ) -> k8s.core.v1.Namespace:
+    """A namespace the lab creates, and so removes on destroy, enforcing Pod Security `level`."""
     pod_security = pod_security_labels(level, kubernetes_minor(lab))
     return k8s.core.v1.Namespace(
         resource,
@@ -50,9 +51,9 @@ def _namespace(
 
 
 def declare_namespaces(lab: LabConfig, provider: k8s.Provider, parent: pulumi.Resource) -> Namespaces:
-    main = _namespace("namespace", lab, lab.namespace, namespace_level(lab), provider, parent)
-    build = _namespace("build-namespace", lab, build_namespace(lab), PRIVILEGED, provider, parent)
+    main = lab_namespace("namespace", lab, lab.namespace, namespace_level(lab), provider, parent)
+    build = lab_namespace("build-namespace", lab, build_namespace(lab), PRIVILEGED, provider, parent)
     gpu = None
     if lab.has_gpus:
-        gpu = _namespace("gpu-namespace", lab, gpu_namespace(lab), PRIVILEGED, provider, parent)
+        gpu = lab_namespace("gpu-namespace", lab, gpu_namespace(lab), PRIVILEGED, provider, parent)
     return Namespaces(main, build, gpu)

@@ -18,6 +18,9 @@ from trainer import contract
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 GPU_RUNTIME_CLASS = "nvidia"
+# GPU nodes are often tainted so that only GPU work lands there (e.g. nvidia.com/gpu=present:NoSchedule):
+# the device plugin and every pod that asks for a GPU tolerate it, whatever its value.
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 # The kubelet SIGKILLs the trainer a grace period after its SIGTERM: the emergency checkpoint, then exit.
 EMERGENCY_CHECKPOINT_SECONDS = 30
@@ -64,7 +67,11 @@ def gpu_pod_fields(lab: LabConfig) -> dict[str, Any]:
     """What a pod needs to get a GPU on a GPU lab, and nothing on a CPU lab."""
     if not lab.has_gpus:
         return {}
-    return {"runtimeClassName": GPU_RUNTIME_CLASS, "nodeSelector": {GPU_NODE_LABEL: "true"}}
+    return {
+        "runtimeClassName": GPU_RUNTIME_CLASS,
+        "nodeSelector": {GPU_NODE_LABEL: "true"},
+        "tolerations": [GPU_TOLERATION],
+    }
 
 
 def training_resources(lab: LabConfig) -> dict[str, Any]:

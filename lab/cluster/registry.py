@@ -50,10 +50,16 @@ class Registry:
     service: k8s.core.v1.Service
     pull_service: k8s.core.v1.Service
     push_host: str  # host:port the build Job pushes to, inside the cluster
+    node_selector: dict[str, str]  # the node the registry runs on; builds run there too
 
     @property
     def resources(self) -> list[pulumi.Resource]:
         return [self.deployment, self.service, self.pull_service]
+
+
+def node_selector(scope: Scope) -> dict[str, str]:
+    """The server: the address the nodes pull from, and the disk that holds the images."""
+    return {"kubernetes.io/hostname": scope.lab.server.name}
 
 
 def in_cluster_host(scope: Scope) -> str:
@@ -101,8 +107,7 @@ def declare_registry(scope: Scope) -> Registry:
                 "spec": harden(
                     {
                         "securityContext": pod_security(scope.lab),
-                        # On the server: the address the nodes pull from; its disk holds the images.
-                        "nodeSelector": {"kubernetes.io/hostname": scope.lab.server.name},
+                        "nodeSelector": node_selector(scope),
                         "containers": containers,
                         "volumes": [{"name": "images", "emptyDir": {"sizeLimit": IMAGES_SIZE}}],
                     }
@@ -135,7 +140,7 @@ def declare_registry(scope: Scope) -> Registry:
         },
         opts=scope.opts(),
     )
-    return Registry(deployment, service, pull_service, in_cluster_host(scope))
+    return Registry(deployment, service, pull_service, in_cluster_host(scope), node_selector(scope))
 
 
 def image_reference(endpoint: str, tag: str) -> str:

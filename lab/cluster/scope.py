@@ -9,13 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.labels import labels, selector_labels
+from lab.cluster.live_jobs import replace_if_failed
 from lab.config import LabConfig
-
-# pulumi-kubernetes awaits a Job until it completes and, by default, re-awaits a Job that failed
-# in an earlier update on every later `pulumi up`; with this annotation it replaces the unready
-# Job instead, so a transient failure heals on the next `up` (pulumi/pulumi-kubernetes#1575,
-# #1578; https://www.pulumi.com/docs/reference/pkg/kubernetes/batch/v1/job).
-REPLACE_UNREADY = {"pulumi.com/replaceUnready": "true"}
 
 
 def kubernetes_minor(lab: LabConfig) -> int:
@@ -29,16 +24,24 @@ class Scope:
     provider: k8s.Provider
     parent: pulumi.Resource
     namespace: pulumi.Input[str]
+    # The provider's kubeconfig, to read the Jobs the cluster already holds (lab.cluster.live_jobs).
+    kubeconfig: pulumi.Input[str] = ""
+    # What every object declared through this scope waits for.
+    waits_for: tuple[pulumi.Resource, ...] = ()
 
     def opts(self, *depends_on: pulumi.Resource, **options: Any) -> pulumi.ResourceOptions:
         """Options for a child object: through the lab's provider, after `depends_on`."""
         return pulumi.ResourceOptions(
-            parent=self.parent, provider=self.provider, depends_on=list(depends_on), **options
+            parent=self.parent, provider=self.provider, depends_on=[*self.waits_for, *depends_on], **options
         )
 
     def within(self, namespace: pulumi.Input[str]) -> Scope:
         """The same lab, declaring into another of its namespaces."""
         return replace(self, namespace=namespace)
+
+    def after(self, *resources: pulumi.Resource) -> Scope:
+        """The same lab and namespace, every object declared after `resources`."""
+        return replace(self, waits_for=(*self.waits_for, *resources))
 
     def labels(self, app: str, component: str) -> dict[str, str]:
         return labels(self.lab.namespace, app, component)
@@ -51,8 +54,13 @@ class Scope:
         return {"name": name, "namespace": self.namespace, "labels": self.labels(app, component), **extra}
 
     def job_metadata(self, name: str, app: str, component: str) -> dict[str, Any]:
-        """Metadata of a Job that `pulumi up` awaits: replaced, not re-awaited, once it has failed."""
-        return self.metadata(name, app, component, annotations=dict(REPLACE_UNREADY))
+        """Metadata of a Job that `pulumi up` awaits: replaced on the next `up` once it has failed,
+        awaited again while it runs (lab.cluster.live_jobs)."""
+        live = pulumi.Output.all(self.kubeconfig, self.namespace).apply(
+            lambda v: replace_if_failed(v[0], v[1], name)
+        )
+        # Derived from the secret kubeconfig, but it says only whether the Job failed.
+        return self.metadata(name, app, component, annotations=pulumi.Output.unsecret(live))
 
     def cluster_metadata(self, name: str, app: str, component: str) -> dict[str, Any]:
         """Metadata of a cluster-scoped object (PersistentVolume, RuntimeClass)."""

@@ -94,7 +94,7 @@ def declare_sweep(
         *training_volumes(storage),
         {"name": "sweep", "configMap": {"name": sweep_map.metadata.name}},
     ]
-    queue_labels, queue = gang_opts(gang)
+    queue_labels, queue = gang_opts(gang, COMPONENT)
     metadata = scope.job_metadata(name, APP, COMPONENT)
     job = k8s.batch.v1.Job(
         "sweep",

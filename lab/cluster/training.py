@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.cluster.awaits import TRAINING_TIMEOUT
 from lab.cluster.gang import Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
@@ -38,10 +39,6 @@ APP = "trainer"
 COMPONENT = "training"
 NAME = "trainer"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
-# `pulumi up` waits for every rank to be Ready, i.e. training. The image is on the nodes (the
-# dataset Job ran it) and a rank needs seconds to join and step, so a set that is not training
-# after this long is crash-looping or stuck: `up` fails and pulumi-kubernetes reports the pods.
-TRAINING_TIMEOUT = "15m"
 # torchrun restarts a failed worker group this often inside the pod before the container fails.
 MAX_RESTARTS = 3
 # The readiness signal lives in a memory-backed volume of the pod: it must not outlive the pod.
@@ -121,6 +118,20 @@ def _network(lab: LabConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}, env
 
 
+def _ports(lab: LabConfig) -> dict[str, Any]:
+    """The rendezvous port as a container port, on the pod network only.
+
+    On a host-network pod the API server turns every containerPort into a hostPort of the same
+    number (kubernetes pkg/apis/core/v1/defaults.go, defaultHostNetworkPorts), and the scheduler
+    places no two pods with one hostPort on a node (NodePorts filter): packed ranks, which share
+    a template, could then never share their node. Only rank 0 listens on the port (torchrun's
+    store, `is_host`), and the Service targets it by number, so nothing needs it declared there.
+    """
+    if lab.trainer.host_network:
+        return {}
+    return {"ports": [{"name": "rendezvous", "containerPort": lab.trainer.port}]}
+
+
 def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
     term = [{"labelSelector": {"matchLabels": selector}, "topologyKey": HOSTNAME_TOPOLOGY}]
     if lab.trainer.placement is Placement.SPREAD:
@@ -144,7 +155,7 @@ def _pod_spec(
         launch_args(lab, name),
         [*training_mounts(), mount("signals", SIGNALS_DIR)],
         env=_rank_env(lab) + network_env,
-        ports=[{"name": "rendezvous", "containerPort": lab.trainer.port}],
+        **_ports(lab),
         # Ready means "this rank has joined the process group and trains" (trainer/readiness.py).
         readinessProbe={
             "exec": {"command": ["python", "-m", "trainer", "probe", "--ready", READY_FILE]},
@@ -175,7 +186,7 @@ def declare_training(
     scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource, gang: Gang | None
 ) -> Training:
     lab = scope.lab
-    queue_labels, queue = gang_opts(gang)
+    queue_labels, queue = gang_opts(gang, COMPONENT)
     name = run_name(lab, image.tag)
     rights = declare_release_rights(scope, NAME, APP, COMPONENT)
     service = k8s.core.v1.Service(
@@ -186,7 +197,8 @@ def declare_training(
             # Ranks must resolve rank 0 long before any of them is Ready (Ready = run complete).
             "publishNotReadyAddresses": True,
             "selector": scope.selector(APP, COMPONENT),
-            "ports": [{"name": "rendezvous", "port": lab.trainer.port, "targetPort": "rendezvous"}],
+            # By number: host-network ranks declare no container port to name (_ports).
+            "ports": [{"name": "rendezvous", "port": lab.trainer.port, "targetPort": lab.trainer.port}],
         },
         opts=scope.opts(),
     )
@@ -194,7 +206,7 @@ def declare_training(
         "trainer",
         metadata={
             **scope.metadata(NAME, APP, COMPONENT, annotations={RUN_ANNOTATION: name}),
-            # With Kueue the ranks are one pod group, admitted all together or not at all.
+            # With Kueue the ranks are one pod group, admitted all together or not at all, ahead of a sweep.
             "labels": {**scope.labels(APP, COMPONENT), **queue_labels},
         },
         spec={

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab.cli.pods import ranks
 from tests.cli.conftest import assert_one_line_error, labctl, write_stack
@@ -87,3 +88,22 @@ def test_ranks_are_the_training_pods_in_rank_order() -> None:
         ("2", "trainer-2", "a", 4),
         ("10", "trainer-10", "b", 1),
     ]
+
+
+def test_a_stack_name_that_climbs_out_of_the_state_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, stacks = tmp_path / ".lab", tmp_path / "stacks"
+    monkeypatch.setenv("K8SCIFAR_STATE_DIR", str(state))
+    # Where `Pulumi.<stack>.yaml` leads for `../x`: a stack file that would otherwise be read.
+    values = {
+        "nodes": [{"name": "a", "address": "127.0.0.1", "user": "u", "role": "server"}],
+        "ssh": {"port": 1},
+    }
+    (stacks / "Pulumi...").mkdir(parents=True)
+    (stacks / "Pulumi..." / "x.yaml").write_text(
+        yaml.safe_dump({"config": {f"k8scifar:{k}": v for k, v in values.items()}})
+    )
+    result = labctl("hosts", "up", "--stack", "../x", "--stacks-dir", stacks)
+    assert_one_line_error(result, "stack name: '../x' is not one", "other than . and ..")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stacks"], "something was written outside .lab/"

@@ -1,23 +1,29 @@
-"""`labctl doctor` against two loopback "nodes" behind a real sshd: every finding comes from a real
+"""`labctl doctor` against two "nodes" behind a real sshd: every finding comes from a real
 check, and a broken input shows up as an error finding with its fix, never as a crash."""
 
 from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from lab.cli.preflight import (
+    ACTIVE_FIREWALL_SCRIPT,
     existing_cluster_finding,
+    firewall_finding,
     gpu_findings,
     ports_finding,
     python_dependencies,
     python_imports,
+    uid_finding,
     userns_finding,
 )
-from lab.config import Node
+from lab.config import LabConfig, Node
 from lab.locks import OPERATOR_LOCK
-from tests.cli.conftest import AGENT, SERVER, Sshd, labctl, loopback_values, node, write_stack
+from tests.cli.conftest import AGENT, NOWHERE, SERVER, Sshd, labctl, loopback_values, node, write_stack
 
 
 def _rows(out: str, check: str) -> list[str]:
@@ -46,7 +52,7 @@ def test_doctor_checks_the_operator_and_both_nodes(sshd: Sshd, tmp_path: Path) -
 
 def test_doctor_reports_an_unreachable_node_and_goes_on(sshd: Sshd, tmp_path: Path) -> None:
     values = loopback_values(sshd, tmp_path / "export")
-    values["nodes"][1] = node("node-b", "127.0.0.3", "agent")  # nothing listens there
+    values["nodes"][1] = node("node-b", NOWHERE, "agent")
     write_stack(tmp_path, "half", values)
     result = labctl("doctor", "--stack", "half", "--stacks-dir", tmp_path, "--nodes-only")
     assert result.code == 1 and "Traceback" not in result.err
@@ -170,3 +176,142 @@ def test_existing_cluster_finding_reads_the_nodes_survey() -> None:
     assert existing_cluster_finding(node, 0, "k3s|ours\n").detail == "k3s installed by this lab"
     assert existing_cluster_finding(node, 0, "").level.value == "ok"
     assert existing_cluster_finding(node, 1, "").level.value == "warning"
+
+
+def test_doctor_finds_a_missing_interface_and_two_nodes_on_one_machine(sshd: Sshd, tmp_path: Path) -> None:
+    """The test sshd's two addresses are one machine whose only interface is `lo`."""
+    values = loopback_values(sshd, tmp_path / "export")
+    values["nodes"][0]["interface"] = "lo"
+    values["nodes"][1]["interface"] = "eth9"
+    write_stack(tmp_path, "one", values)
+    result = labctl("doctor", "--stack", "one", "--stacks-dir", tmp_path, "--nodes-only", "--no-bandwidth")
+    assert result.code == 1 and "Traceback" not in result.err
+    interface = _rows(result.out, "interface")
+    assert len(interface) == 2 and "│ ok " in interface[0] and "lo exists" in interface[0], result.out
+    assert "error" in interface[1] and "eth9 does not exist here (it has lo)" in interface[1]
+    machine = _rows(result.out, "machine")
+    assert (
+        len(machine) == 1 and machine[0].startswith("│ node-b") and "the same machine as node-a" in machine[0]
+    )
+    uid = _rows(result.out, "trainer uid")
+    assert len(uid) == 2 and all("│ ok " in row and "10001 is no account here" in row for row in uid)
+
+
+def test_uid_finding_names_the_account_that_has_the_trainer_uid() -> None:
+    node = Node(name="n", address="10.0.0.1", user="u", role="server")
+    taken = uid_finding(node, {"uid_owner": "alice"}, 10001)
+    assert taken.level.value == "error" and "trainer.uid 10001 is the account 'alice' here" in taken.detail
+    assert uid_finding(node, {"uid_owner": ""}, 10001).level.value == "ok"
+
+
+def test_doctor_checks_the_firewall_of_nodes_whose_ranks_use_the_host_network(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    """This machine has no ufw, firewalld, nftables or iptables rules of its own: with hostNetwork
+    each node is an error naming the ports and the fix; without it there is nothing to check."""
+    values = loopback_values(sshd, tmp_path / "export")
+    write_stack(tmp_path, "pods", values)
+    values["trainer"]["hostNetwork"] = True
+    write_stack(tmp_path, "host", values)
+    common = ("--stacks-dir", tmp_path, "--no-bandwidth", "--nodes-only")
+    assert _rows(labctl("doctor", "--stack", "pods", *common).out, "firewall") == []
+    result = labctl("doctor", "--stack", "host", *common)
+    rows = _rows(result.out, "firewall")
+    assert len(rows) == 2 and "Traceback" not in result.err, result.out
+    # Whatever this machine has, the finding follows the prereq role's own probe of it.
+    active = subprocess.run(
+        ["sh", str(ACTIVE_FIREWALL_SCRIPT)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    level = {"ufw": "ok", "firewalld": "ok", "other": "warning", "none": "error"}[active]
+    assert all(f"│ {level.ljust(7)} │" in row for row in rows), (active, rows)
+    if active == "none":
+        assert result.code == 1
+        for row in rows:
+            assert "│ no host firewall: trainer.hostNetwork opens " in row
+            assert "│ `sudo ufw allow OpenSSH && sudo ufw enable` (" in row
+
+
+# What each tool prints, as the script reads it: `ufw status` ("Status: active" or "Status:
+# inactive" first), `firewall-cmd --state` ("running", or "not running" with exit 252), `nft list
+# ruleset` (a base chain's "type filter hook input priority filter; policy drop;") and
+# `iptables -S INPUT` (the chain's policy first, "-P INPUT DROP").
+UFW_ACTIVE = "Status: active\n\nTo                         Action      From\n22/tcp   ALLOW   Anywhere\n"
+NFT_DROP = (
+    "table inet filter {\n\tchain input {\n\t\ttype filter hook input priority filter; policy drop;\n"
+    "\t\tct state established,related accept\n\t}\n\tchain output {\n\t\ttype filter hook output"
+    " priority filter; policy accept;\n\t}\n}\n"
+)
+NFT_ACCEPT = NFT_DROP.replace("policy drop", "policy accept")
+TOOLS = {
+    "ufw active": ({"ufw": UFW_ACTIVE, "nft": NFT_DROP}, "ufw"),
+    "ufw inactive, firewalld running": (
+        {"ufw": "Status: inactive\n", "firewall-cmd": "running\n"},
+        "firewalld",
+    ),
+    "firewalld stopped, nftables dropping": ({"firewall-cmd": "not running\n", "nft": NFT_DROP}, "other"),
+    "nftables accepting, iptables dropping": (
+        {"nft": NFT_ACCEPT, "iptables": "-P INPUT DROP\n-A INPUT -i lo -j ACCEPT\n"},
+        "other",
+    ),
+    "iptables accepting": ({"iptables": "-P INPUT ACCEPT\n"}, "none"),
+    "nothing installed": ({}, "none"),
+}
+
+
+@pytest.mark.parametrize("case", TOOLS)
+def test_the_firewall_probe_reads_each_tools_own_answer(case: str, tmp_path: Path) -> None:
+    """The script the prereq role and doctor share, run by sh against stand-ins of the tools."""
+    answers, word = TOOLS[case]
+    for tool, text in answers.items():
+        stand_in = tmp_path / tool
+        (tmp_path / f"{tool}.out").write_text(text)
+        code = 252 if text == "not running\n" else 0
+        stand_in.write_text(f"#!/bin/sh\ncat '{tmp_path / f'{tool}.out'}'\nexit {code}\n")
+        stand_in.chmod(0o755)
+    # Only the stand-ins and the shell's own tools: the machine's real firewall stays out of it.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("head", "grep", "cat"):
+        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+    env = {"PATH": f"{tmp_path}:{tools}"}
+    done = subprocess.run(
+        [shutil.which("sh") or "/bin/sh", str(ACTIVE_FIREWALL_SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert done.stdout.strip() == word, done.stderr
+
+
+def test_firewall_finding_names_what_guards_the_host_network_ports() -> None:
+    lab = LabConfig.model_validate(
+        {
+            "nodes": [
+                {"name": "a", "address": "10.0.0.1", "user": "u", "role": "server"},
+                {"name": "b", "address": "10.0.0.2", "user": "u", "role": "agent"},
+            ],
+            "nfs": {"exportPath": "/srv/k8scifar"},
+            "trainer": {"hostNetwork": True, "port": 29500},
+        }
+    )
+    node = lab.nodes[0]
+    ufw = firewall_finding(lab, node, 0, "ufw")
+    assert ufw.level.value == "ok" and "29500/tcp and 32768-60999/tcp) to 10.0.0.2 only" in ufw.detail
+    assert firewall_finding(lab, node, 0, "firewalld").level.value == "ok"
+    other = firewall_finding(lab, node, 0, "other")
+    assert (
+        other.level.value == "warning"
+        and "admit 29500/tcp and 32768-60999/tcp from 10.0.0.2 only" in other.fix
+    )
+    none = firewall_finding(lab, node, 0, "none")
+    assert none.level.value == "error"
+    assert none.detail == (
+        "no host firewall: trainer.hostNetwork opens 29500/tcp and 32768-60999/tcp on 10.0.0.1 to every"
+        " host that reaches it (torchrun unpickles what its rendezvous store holds)"
+    )
+    assert none.fix == (
+        "`sudo ufw allow OpenSSH && sudo ufw enable` (`pulumi up` then admits 10.0.0.2 only),"
+        " or trainer.hostNetwork: false"
+    )
+    assert firewall_finding(lab, node, 1, "").level.value == "warning"

@@ -33,7 +33,7 @@ def test_doctor_piped_keeps_each_finding_on_one_row_and_counts_in_words(sshd: Ss
     write_stack(tmp_path, "piped", loopback_values(sshd, tmp_path / "export"))
     done = _piped("doctor", "--stack", "piped", "--stacks-dir", tmp_path, "--nodes-only", "--no-bandwidth")
     ssh = [line for line in done.stdout.splitlines() if "│ SSH " in line]
-    # Folded to 80 columns, "logged in as root@127.0.0.1" was cut over two or three rows.
+    # Folded to 80 columns, "logged in as root@<address>" was cut over two or three rows.
     assert len(ssh) == 2 and f"logged in as root@{SERVER}" in ssh[0], done.stdout
     assert re.fullmatch(r"\d+ ok, \d+ warnings?, \d+ errors?", done.stdout.strip().splitlines()[-1])
     assert [plural(n, "warning") for n in (0, 1, 2)] == ["0 warnings", "1 warning", "2 warnings"]

@@ -5,17 +5,20 @@ official schema of the stack's Kubernetes release and kubectl's own reader, and 
 from __future__ import annotations
 
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
+from pulumi.dynamic import CreateResult
 
-from lab.cli.hosts import record_file
+from lab.cli.hosts import kubeconfig_file, record_file, up
 from lab.config import load_stack, read_stack_values, stack_file
+from lab.hosts import HostBootstrapProvider
 from lab.program_run import FAKE_KUBECONFIG, FAKE_TOKEN, run_program
-from tests.cli.conftest import assert_one_line_error, labctl, node, write_stack
+from tests.cli.conftest import NOWHERE, Sshd, assert_one_line_error, labctl, node, write_stack
 
 
 @pytest.mark.parametrize("stack", ["example-gpu", "example-sweep"])
@@ -66,12 +69,12 @@ def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: P
     assert (tmp_path / "used" / "mine.yaml").read_text() == "kept\n"
 
 
-def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(tmp_path: Path) -> None:
+def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(sshd: Sshd, tmp_path: Path) -> None:
     key = tmp_path / "key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    # Nothing listens on port 2 of these loopback addresses: both fail at the first task.
+    # No machine has these addresses (the test runs in the sshd's namespace): both fail at the first task.
     values = {
-        "nodes": [node("node-a", "127.0.0.3", "server"), node("node-b", "127.0.0.4", "agent")],
+        "nodes": [node("node-a", NOWHERE, "server"), node("node-b", "192.0.2.4", "agent")],
         "ssh": {"keyPath": str(key), "port": 2, "hostKeyPolicy": "off"},
     }
     write_stack(tmp_path, "gone", values)
@@ -91,3 +94,15 @@ def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(tmp_path
             assert f"host {host}, task '{task}'" in last, (line, last)
         assert last.startswith(f"labctl: {playbook} failed: - host node"), last
     assert not record_file("gone").exists()
+
+
+def test_hosts_up_keeps_the_secrets_it_holds_private(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Pulumi's state would hold (join secrets, the kubeconfig) stays in .lab/<stack>/, 0600
+    in a 0700 folder, as docs/security.md says."""
+    outs = {"token": {"k3s_token": "T"}, "kubeconfig": "apiVersion: v1\nkind: Config\n", "changed": {}}
+    monkeypatch.setattr(HostBootstrapProvider, "create", lambda self, inputs: CreateResult("hosts-x", outs))
+    up(load_stack("example-cpu"), "private-demo")
+    for path in (record_file("private-demo"), kubeconfig_file("private-demo")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
+    assert kubeconfig_file("private-demo").read_text() == outs["kubeconfig"]

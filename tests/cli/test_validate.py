@@ -13,7 +13,17 @@ import yaml
 
 from lab.config import load_stack
 from lab.validate import write_inventory
-from tests.cli.conftest import AGENT, Result, Sshd, labctl, loopback_values, node, write_stack
+from tests.cli.conftest import (
+    AGENT,
+    NOWHERE,
+    SERVER,
+    Result,
+    Sshd,
+    labctl,
+    loopback_values,
+    node,
+    write_stack,
+)
 
 # The stack's nodes have no Kubernetes: without this skip validate reports "no cluster yet".
 NO_KUBERNETES = {"kubernetesInstall": "the test sshd's nodes are this machine, which runs no cluster"}
@@ -35,13 +45,13 @@ def _assert_suite_never_ran(result: Result) -> None:
 
 def test_an_unreachable_node_is_one_line_and_the_suite_does_not_start(sshd: Sshd, tmp_path: Path) -> None:
     values = loopback_values(sshd, tmp_path / "export")
-    values["nodes"][1] = node("node-b", "127.0.0.3", "agent")  # nothing listens there
+    values["nodes"][1] = node("node-b", NOWHERE, "agent")
     write_stack(tmp_path, "half", values | {"skip": NO_KUBERNETES})
     result = labctl("validate", "--stack", "half", "--stacks-dir", tmp_path)
     _assert_suite_never_ran(result)
     lines = _problem_lines(result)
     assert len(lines) == 1, result.out
-    assert lines[0].startswith("node-b (root@127.0.0.3") and "cannot log in over SSH" in lines[0]
+    assert lines[0].startswith(f"node-b (root@{NOWHERE}") and "cannot log in over SSH" in lines[0]
 
 
 def test_a_wrong_key_is_one_line_per_node(sshd: Sshd, tmp_path: Path) -> None:
@@ -112,7 +122,7 @@ def test_a_lab_with_no_cluster_yet_says_so(sshd: Sshd, tmp_path: Path) -> None:
     result = labctl("validate", "--stack", "fresh", "--stacks-dir", tmp_path)
     _assert_suite_never_ran(result)
     lines = _problem_lines(result)
-    assert len(lines) == 1 and "no cluster on node-a (127.0.0.1) yet" in lines[0], result.out
+    assert len(lines) == 1 and f"no cluster on node-a ({SERVER}) yet" in lines[0], result.out
     assert "labctl hosts up --stack fresh" in lines[0] or "pulumi up --stack fresh" in lines[0]
 
 

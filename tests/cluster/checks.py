@@ -15,6 +15,13 @@ from typing import Any
 
 import yaml
 
+from lab.playbook import ANSIBLE_DIR
+
+# The nfs_server role's mark of an export the lab made, and the lab's folders in it.
+_NFS_DEFAULTS = yaml.safe_load((ANSIBLE_DIR / "roles" / "nfs_server" / "defaults" / "main.yml").read_text())
+EXPORT_MARK: str = _NFS_DEFAULTS["nfs_server_mark"]
+EXPORT_FOLDERS: list[str] = _NFS_DEFAULTS["nfs_server_subdirs"]
+
 
 def require(problems: list[str]) -> None:
     """Fail the calling check with every problem spelled out (pytest would shorten a list)."""
@@ -124,19 +131,6 @@ def node_problems(nodes: Mapping[str, Any], expected: Iterable[str]) -> list[str
         elif not ready[name]:
             problems.append(f"node {name} is not Ready")
     return problems
-
-
-def gpu_problems(nodes: Mapping[str, Any], gpus: Mapping[str, int]) -> list[str]:
-    """Nodes whose allocatable `nvidia.com/gpu` differs from the configured count."""
-    allocatable = {
-        n["metadata"]["name"]: int(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
-        for n in nodes.get("items", [])
-    }
-    return [
-        f"node {name} offers {allocatable.get(name, 0)} nvidia.com/gpu, configured {want}"
-        for name, want in gpus.items()
-        if allocatable.get(name, 0) != want
-    ]
 
 
 def pod_problems(pods: Mapping[str, Any], expected: int, what: str) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 from lab.cluster import gpu, registry, training
 from lab.cluster.labels import selector_labels
 from lab.config import LabConfig
+from lab.gpu_nodes import gpu_shortfalls
 from tests.cluster import checks
 from tests.cluster.conftest import Kubectl
 
@@ -33,8 +34,7 @@ def test_configured_nodes_are_ready(kubectl: Kubectl, lab: LabConfig) -> None:
 
 def test_gpus_are_allocatable_as_configured(kubectl: Kubectl, lab: LabConfig) -> None:
     _needs_gpus(lab)
-    gpus = {n.name: n.gpus for n in lab.nodes}
-    checks.require(checks.gpu_problems(kubectl.get("nodes"), gpus))
+    checks.require(gpu_shortfalls(lab, kubectl.get("nodes")))
 
 
 def test_device_plugin_runs_on_every_gpu_node(kubectl: Kubectl, lab: LabConfig) -> None:

@@ -121,13 +121,21 @@ def _nfs_server(host: Any, node: Node, lab: LabConfig) -> None:
         pytest.skip(f"{node.name} is not the NFS server ({lab.nfs_server.name} exports the share)")
 
 
-def test_nfs_export_directory_belongs_to_the_trainer(host: Any, node: Node, lab: LabConfig) -> None:
+def test_nfs_export_folders_belong_to_the_trainer(host: Any, node: Node, lab: LabConfig) -> None:
+    """The export is root's, marked as the lab's; only its folders are the trainer's to write."""
     _nfs_server(host, node, lab)
     export = host.file(lab.nfs.export_path)
-    assert export.is_directory, f"{lab.nfs.export_path} is missing on {node.name}"
-    assert export.uid == lab.trainer.uid, (
-        f"{lab.nfs.export_path} is owned by uid {export.uid}, not {lab.trainer.uid}"
+    assert export.is_directory and not export.is_symlink, f"{lab.nfs.export_path} is missing on {node.name}"
+    assert (export.uid, export.mode) == (0, 0o755), (
+        f"{lab.nfs.export_path} is uid {export.uid}, mode {export.mode:o}; expected root's, 0755"
     )
+    assert host.file(f"{lab.nfs.export_path}/{checks.EXPORT_MARK}").is_file, (
+        f"{lab.nfs.export_path} has no mark"
+    )
+    for folder in checks.EXPORT_FOLDERS:
+        found = host.file(f"{lab.nfs.export_path}/{folder}")
+        assert found.is_directory and not found.is_symlink, f"{folder} is missing or a link on {node.name}"
+        assert found.uid == lab.trainer.uid, f"{folder} is owned by uid {found.uid}, not {lab.trainer.uid}"
 
 
 def test_nfs_export_is_limited_to_the_lab(host: Any, node: Node, lab: LabConfig) -> None:

@@ -10,7 +10,13 @@ lab's from an earlier run.
 
 from __future__ import annotations
 
+import hashlib
+import http.server
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -174,3 +180,52 @@ def test_only_the_machine_s_own_containerd_configuration_is_kept(tmp_path: Path)
         (machine / "config.toml").write_text("# the lab's\n")
     assert _backup(ubuntu) is None
     assert _backup(debian) == "# the machine's own\n"
+
+
+@contextmanager
+def _served(folder: Path) -> Iterator[str]:
+    """`folder` on a web server on loopback, as a release page serves its assets."""
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _flannel(work: Path, url: str, **pins: str) -> tuple[int, str]:
+    variables = {
+        "kubeadm_flannel_manifest_url": url,
+        "kubeadm_flannel_manifest": str(work / "kube-flannel.yml"),
+        "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
+        "kubeadm_flannel_iface_argv": [],
+        **pins,
+    }
+    fakes = {"kubectl": 'echo "$*" >> "$FAKE_DIR/calls"'}
+    done = run_tasks("kubeadm", "flannel.yml", work / "ansible", variables, fakes, {"FAKE_DIR": str(work)})
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_flannel_manifest_that_is_not_the_pinned_one_is_never_applied(tmp_path: Path) -> None:
+    site = tmp_path / "release"
+    site.mkdir()
+    (site / "kube-flannel.yml").write_text("kind: DaemonSet  # what a moved tag or a proxy serves\n")
+    with _served(site) as base:
+        rc, output = _flannel(tmp_path, f"{base}/kube-flannel.yml")
+    assert rc != 0 and "checksum" in output.lower(), output
+    assert _calls(tmp_path) == [], "kubectl applied a manifest that is not the pinned one"
+    assert not (tmp_path / "kube-flannel.yml").exists()
+
+
+def test_the_pinned_flannel_manifest_is_applied_from_the_checked_copy(tmp_path: Path) -> None:
+    site = tmp_path / "release"
+    site.mkdir()
+    manifest = site / "kube-flannel.yml"
+    manifest.write_text("kind: DaemonSet\n")
+    pinned = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    with _served(site) as base:
+        rc, output = _flannel(tmp_path, f"{base}/kube-flannel.yml", kubeadm_flannel_manifest_sha256=pinned)
+    assert rc == 0, output
+    assert _calls(tmp_path) == [f"--kubeconfig {tmp_path}/admin.conf apply -f {tmp_path}/kube-flannel.yml"]

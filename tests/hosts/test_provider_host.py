@@ -150,7 +150,7 @@ def test_destroy_works_from_a_moved_checkout(target: Path, tmp_path: Path) -> No
         host.configure()
         host.delete(id_, {**outs, "inventory": inventory})
     calls = (tmp_path / "ssh-calls").read_text()
-    assert f"UserKnownHostsFile={moved / '.lab' / 'demo' / 'known_hosts'}" in calls
+    assert f'UserKnownHostsFile="{moved / ".lab" / "demo" / "known_hosts"}"' in calls
     assert f'IdentityFile="{home}/.ssh/id_ed25519"' in calls
     # The stack's host-key policy (accept-new by default) is the only one ssh is given.
     assert "StrictHostKeyChecking=accept-new" in calls and "StrictHostKeyChecking=no" not in calls

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from lab.playbook import PROCESS_MODULE, SECRETS_PREFIX, PlaybookError, PlaybookResult, run_playbook
+from lab.playbook import (
+    PROCESS_MODULE,
+    SECRETS_PREFIX,
+    PlaybookError,
+    PlaybookResult,
+    run_playbook,
+    stop_playbook,
+)
 from tests.hosts.conftest import local_inventory
 
 TOKEN = "abcdef.0123456789abcdef"
@@ -236,3 +243,20 @@ def test_an_unreachable_host_is_named(ansible_dir: Path, target: Path, tmp_path:
     )
     with pytest.raises(PlaybookError, match=r"host node-a, task 'Write the join token.*'"):
         _site(ansible_dir, target, tmp_path / "work", ["node-a"], quiet=True, inventory=inventory)
+
+
+def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    """A process that is no part of a run but names the run's inventory on its command line (anyone
+    can start one) outlives the run's clean-up, before and after it."""
+    work = tmp_path / "work"
+    (work / "inventory").mkdir(parents=True)
+    bystander = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", f"{work.resolve()}/inventory/hosts.json"]
+    )
+    try:
+        _site(ansible_dir, target, work, ["node-a"], quiet=True)
+        stop_playbook(None, work)
+        assert bystander.poll() is None, "the clean-up killed a process that was not the run's"
+    finally:
+        bystander.kill()
+        bystander.wait()

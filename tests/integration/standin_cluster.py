@@ -6,7 +6,7 @@ name it is installed under.
 `k3s` (installed by the k3s role as its airgap binary) answers what the role asks of k3s (the API
 port, k3s.yaml, the server CA, `k3s kubectl get node`) and writes containerd's configuration with
 the nvidia runtime when the NVIDIA container runtime is found at start, in PATH or in
-/usr/local/nvidia/toolkit (k3s pkg/agent/containerd/nvidia.go). `kubelet` (run by a kubelet unit)
+/usr/local/nvidia/toolkit (k3s pkg/agent/containerd/runtimes.go). `kubelet` (run by a kubelet unit)
 does nothing of kubeadm's own. Both then leave what a node that ran pods leaves, in their
 distribution's places:
 

@@ -24,7 +24,7 @@ MUST_PASS = {
     "test_os_and_kernel_are_supported": {"lab-node1", "lab-node2"},
     "test_kernel_settings_are_configured": {"lab-node1", "lab-node2"},
     "test_registry_mirror_is_configured": {"lab-node1", "lab-node2"},
-    "test_nfs_export_directory_belongs_to_the_trainer": {"lab-node1"},
+    "test_nfs_export_folders_belong_to_the_trainer": {"lab-node1"},
 }
 # What reset.yml removes: these checks must fail once it ran, or they could not catch a broken lab.
 GONE_AFTER_RESET = {"test_kernel_settings_are_configured", "test_registry_mirror_is_configured"}

@@ -25,7 +25,7 @@ import pytest
 
 from lab import testbed
 from lab.config import LabConfig
-from lab.hosts import KNOWN_HOSTS_REFERENCE, HostBootstrapProvider, bootstrap_inputs
+from lab.hosts import HostBootstrapProvider, bootstrap_inputs
 from lab.inventory import build_inventory
 from tests.integration import machine_state
 from tests.integration.conftest import STACK
@@ -101,7 +101,7 @@ def inputs(lab: LabConfig, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     (files / "k3s").write_bytes(STANDIN.read_bytes())
     (files / "k3s").chmod(0o755)
     (files / "k3s-airgap-images-amd64.tar").write_bytes(b"\0" * 1024)
-    inventory = build_inventory(lab, KNOWN_HOSTS_REFERENCE)
+    inventory = build_inventory(lab, None)
     variables = inventory["all"]["vars"]
     variables["lab_airgap"] = {
         "k3s_binary": str(files / "k3s"),

@@ -22,8 +22,8 @@ import pytest
 
 from lab import testbed
 from lab.config import Distribution, LabConfig
-from lab.hosts import KNOWN_HOSTS_REFERENCE, HostBootstrapProvider, bootstrap_inputs
-from lab.inventory import build_inventory
+from lab.hosts import HostBootstrapProvider, bootstrap_inputs
+from lab.inventory import build_inventory, known_hosts_file, with_known_hosts
 from tests.hosts.local_play import run_play
 from tests.integration import machine_state
 from tests.integration.conftest import STACK
@@ -93,14 +93,14 @@ def ran_pods(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     """The lab's install records and containerd, then the cluster's pods; the reset's inputs."""
-    inventory = build_inventory(kubeadm_lab, "/dev/null")
+    inventory = with_known_hosts(build_inventory(kubeadm_lab, None), known_hosts_file(STACK))
     done = run_play(tmp_path_factory.mktemp("install"), INSTALL, inventory, {"lab_stack": STACK})
     assert done.returncode == 0, done.stdout[-4000:]
     server = kubeadm_lab.server.address
     for machine in machines.layout.machines:
         _copy(machines, machine)
         machine_state.root_shell(machines, machine, _plant_cluster(machine.address, server))
-    return bootstrap_inputs(kubeadm_lab, STACK, inventory=build_inventory(kubeadm_lab, KNOWN_HOSTS_REFERENCE))
+    return bootstrap_inputs(kubeadm_lab, STACK, inventory=build_inventory(kubeadm_lab, None))
 
 
 def _copy(machines: testbed.Testbed, machine: testbed.Machine) -> None:

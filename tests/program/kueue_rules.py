@@ -11,6 +11,10 @@ Kueue's v1beta2 API types or of its Configuration, and each check returns the pr
   namespaceSelector, ...);
 - apis/kueue/v1beta2/localqueue_types.go (spec: clusterQueue, a DNS-1123 subdomain; stopPolicy;
   fairSharing);
+- apis/kueue/v1beta2/workloadpriorityclass_types.go (no spec: `value`, an int32, required, and
+  `description`, at most 2048 characters);
+- the ClusterQueue's preemption (clusterqueue_types.go ClusterQueuePreemption: withinClusterQueue
+  Never, LowerPriority or LowerOrNewerEqualPriority; reclaimWithinCohort Never, LowerPriority or Any);
 - charts/kueue/values.yaml, `managerConfig.controllerManagerConfigYaml`: a
   config.kueue.x-k8s.io/v1beta2 Configuration (waitForPodsReady with timeout, blockAdmission,
   requeuingStrategy, recoveryTimeout; integrations.frameworks; managedJobsNamespaceSelector;
@@ -35,6 +39,9 @@ SPEC_FIELDS = {
     "LocalQueue": {"clusterQueue", "stopPolicy", "fairSharing"},
 }  # fmt: skip
 WAIT_FOR_PODS_READY_FIELDS = {"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
+PRIORITY_CLASS_FIELDS = {"apiVersion", "kind", "metadata", "value", "description"}
+WITHIN_CLUSTER_QUEUE = {"Never", "LowerPriority", "LowerOrNewerEqualPriority"}
+RECLAIM_WITHIN_COHORT = {"Never", "LowerPriority", "Any"}
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -45,11 +52,13 @@ def check_object(obj: dict[str, Any]) -> list[str]:
     """apiVersion, kind, name and the spec's fields of one Kueue object."""
     kind = obj.get("kind", "")
     where = f"{kind} {_name(obj)!r}"
-    if obj.get("apiVersion") != API_VERSION or kind not in SPEC_FIELDS:
-        return [f"{where}: expected {API_VERSION} ResourceFlavor, ClusterQueue or LocalQueue"]
+    if obj.get("apiVersion") != API_VERSION or kind not in {*SPEC_FIELDS, "WorkloadPriorityClass"}:
+        return [f"{where}: expected a {API_VERSION} kind the lab declares, not {kind!r}"]
     problems = []
     if not DNS_SUBDOMAIN.match(_name(obj)) or len(_name(obj)) > 253:
         problems.append(f"{where}: the name must be a DNS-1123 subdomain")
+    if kind == "WorkloadPriorityClass":
+        return problems + _priority_class(obj, where)
     unknown = set(obj.get("spec", {})) - SPEC_FIELDS[kind]
     if unknown:
         problems.append(f"{where}: unknown spec fields {sorted(unknown)}")
@@ -60,8 +69,29 @@ def check_object(obj: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _priority_class(obj: dict[str, Any], where: str) -> list[str]:
+    problems = [f"{where}: unknown field {f!r}" for f in sorted(set(obj) - PRIORITY_CLASS_FIELDS)]
+    value = obj.get("value")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # numbers come back from the engine's mocks as floats
+    if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
+        problems.append(f"{where}: value must be an int32")
+    if len(str(obj.get("description", ""))) > 2048:
+        problems.append(f"{where}: description is longer than 2048 characters")
+    return problems
+
+
 def _cluster_queue(spec: dict[str, Any], where: str) -> list[str]:
     problems = []
+    preemption = spec.get("preemption", {})
+    if preemption.get("withinClusterQueue", "Never") not in WITHIN_CLUSTER_QUEUE:
+        problems.append(
+            f"{where}: preemption.withinClusterQueue must be one of {sorted(WITHIN_CLUSTER_QUEUE)}"
+        )
+    if preemption.get("reclaimWithinCohort", "Never") not in RECLAIM_WITHIN_COHORT:
+        problems.append(
+            f"{where}: preemption.reclaimWithinCohort must be one of {sorted(RECLAIM_WITHIN_COHORT)}"
+        )
     if spec.get("queueingStrategy", "BestEffortFIFO") not in {"StrictFIFO", "BestEffortFIFO"}:
         problems.append(f"{where}: queueingStrategy must be StrictFIFO or BestEffortFIFO")
     groups = spec.get("resourceGroups", [])

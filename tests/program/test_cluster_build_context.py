@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -13,6 +14,7 @@ import pytest
 
 from lab.build_context import (
     CONTEXT_DIRS,
+    DOCKERFILE,
     MAX_ARCHIVE_BYTES,
     ROOT,
     BuildContextError,
@@ -131,3 +133,14 @@ def test_busybox_tar_unpacks_the_context_as_the_build_job_does(tree: Path, tmp_p
     for name in shipped:
         assert (workspace / name).read_bytes() == (tree / name).read_bytes(), name
     assert os.access(workspace / "images" / "trainer" / "entrypoint.sh", os.X_OK)
+
+
+def test_the_base_image_is_the_dockerfiles_and_must_be_pinned_by_digest(tree: Path) -> None:
+    """The build's recording step runs it with an API token: a base by tag alone stops the plan."""
+    assert build_context(tree).base_image.startswith("python:3.11.")
+    assert "@sha256:" in build_context(tree).base_image
+    dockerfile = tree / DOCKERFILE
+    text = dockerfile.read_text()
+    dockerfile.write_text(re.sub(r"^(FROM \S+)@sha256:[0-9a-f]{64}", r"\1", text, flags=re.MULTILINE))
+    with pytest.raises(BuildContextError, match=r"must start from a base image pinned by digest"):
+        build_context(tree)

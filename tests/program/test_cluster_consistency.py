@@ -328,16 +328,6 @@ def check_pod_security(run: ProgramRun, lab: LabConfig) -> list[str]:
     return problems
 
 
-def check_awaited_jobs_replace_when_unready(run: ProgramRun, lab: LabConfig) -> list[str]:
-    # pulumi-kubernetes honours the annotation on Jobs only (pulumi/pulumi-kubernetes#1575).
-    key, value = "pulumi.com/replaceUnready", "true"
-    return [
-        f"Job {name_of(job)} lacks the annotation {key}: {value!r}; a failed run would fail every later up"
-        for job in run.of_kind("Job")
-        if job.inputs.get("metadata", {}).get("annotations", {}).get(key) != value
-    ]
-
-
 def check_release_rights(run: ProgramRun, lab: LabConfig) -> list[str]:
     """The ranks may patch their own StatefulSet's scale subresource and nothing else.
 
@@ -406,7 +396,6 @@ CHECKS: list[Check] = [
     check_namespace_and_labels,
     check_pod_security,
     check_network_policies,
-    check_awaited_jobs_replace_when_unready,
     check_release_rights,
 ]
 
@@ -504,10 +493,6 @@ def _break_network_policy(run: ProgramRun) -> None:
             rule["ports"] = [p for p in rule.get("ports", []) if p.get("port") != 29500]
 
 
-def _break_replace_unready(run: ProgramRun) -> None:
-    del _workload(run, "dataset").inputs["metadata"]["annotations"]
-
-
 def _break_release_rights(run: ProgramRun) -> None:
     objects_named(run, "Role")["trainer-release"].inputs["rules"][0]["resources"] = ["statefulsets"]
 
@@ -525,7 +510,6 @@ BREAKAGES = [
     (check_namespace_and_labels, "example-cpu", _break_namespace, "default"),
     (check_pod_security, "example-gpu", _break_security, "privileges"),
     (check_network_policies, "example-gpu", _break_network_policy, "29500"),
-    (check_awaited_jobs_replace_when_unready, "example-sweep", _break_replace_unready, "dataset"),
     (check_release_rights, "example-gpu", _break_release_rights, "'statefulsets'"),
 ]
 

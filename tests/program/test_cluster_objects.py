@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lab.build_context import CONTEXT_DIRS, ROOT, build_context
+from lab.build_context import CONTEXT_DIRS, DOCKERFILE, ROOT, build_context
 from lab.config import load_stack, read_stack_values, stack_file
 from tests.program.harness import (
     ProgramRun,
@@ -127,11 +128,18 @@ def test_build_job_extracts_the_shipped_context_and_pushes_into_the_cluster() ->
     assert "--local dockerfile=/workspace/images/trainer --opt filename=Dockerfile" in args
     assert f"name=registry.k8scifar.svc.cluster.local:5000/k8scifar/trainer:{build_context().tag}" in args
     assert "--metadata-file /result/metadata.json" in args
+    pushed = f"registry.k8scifar.svc.cluster.local:5000/k8scifar/trainer:{build_context().tag}"
+    assert f"--output type=image,name={pushed},push=true," in args
+    # The recorder reads the file BuildKit writes, for the name it pushes, in the image the build
+    # starts from (by digest): never the image just pushed, which a node would pull by tag.
     assert record["args"] == [
         "k8scifar-build",
         f"trainer-image-{build_context().tag}",
         "/result/metadata.json",
+        pushed,
     ]
+    assert record["image"] == build_context().base_image
+    assert re.search(r"^FROM " + re.escape(record["image"]) + "$", (ROOT / DOCKERFILE).read_text(), re.M)
     assert build.create_timeout  # a multi-GB base image outlasts the default wait
 
 
@@ -206,7 +214,7 @@ def _program_on_tree(tmp_path: Path, tree: Path) -> Path:
         "from lab.build_context import build_context\n"
         "from lab.cluster import Cluster\n"
         f"context = build_context(Path({str(tree)!r}))\n"
-        "Cluster('lab', config.from_pulumi(), k8s.Provider('lab'), context=context)\n"
+        "Cluster('lab', config.from_pulumi(), k8s.Provider('lab'), context=context, kubeconfig='')\n"
     )
     return main
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.cluster.training import TRAINING_TIMEOUT
 from lab.cluster.versions import KUEUE_CHART, KUEUE_VERSION
 from lab.config import ConfigError, parse_config, read_stack_values, stack_file
 from tests.program.harness import (
@@ -22,6 +21,7 @@ from tests.program.harness import (
     cluster_stacks,
     kubernetes_object,
     labels_of,
+    name_of,
     recorded,
     run_program,
 )
@@ -41,27 +41,25 @@ def _config(run: ProgramRun) -> dict[str, Any]:
     return yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
 
 
-def _minutes(duration: str) -> int:
-    return int(duration.removesuffix("m"))
-
-
 @pytest.mark.parametrize("stack", cluster_stacks())
 def test_kueue_comes_from_its_pinned_chart_and_admits_whole_runs(stack: str) -> None:
     run = recorded(stack)
     lab = parse_config(read_stack_values(stack_file(stack)))
     (release,) = run.helm_releases()
     assert (release.inputs["chart"], release.inputs["version"]) == (KUEUE_CHART, KUEUE_VERSION)
-    assert release.inputs["namespace"] == "kueue-system" and release.inputs["createNamespace"] is True
+    # Its namespace is the program's, so destroy removes it (tests/seams/test_kueue_awaits.py).
+    (namespace,) = [n for n in run.of_kind("Namespace") if name_of(n) == "kueue-system"]
+    assert release.inputs["namespace"] == "kueue-system" and not release.inputs.get("createNamespace")
+    assert namespace.urn in release.dependencies
     config = _config(run)
     assert check_manager_config(config) == []
-    wait = config["waitForPodsReady"]
-    assert wait["blockAdmission"] is True
-    assert _minutes(wait["timeout"]) < _minutes(TRAINING_TIMEOUT)  # Kueue acts before `up` gives up
+    assert config["waitForPodsReady"]["blockAdmission"] is True
     assert config["managedJobsNamespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": lab.namespace}
     }
     objects = [kubernetes_object(r) for r in run.custom_objects()]
-    assert sorted(o["kind"] for o in objects) == ["ClusterQueue", "LocalQueue", "ResourceFlavor"]
+    kinds = ["ClusterQueue", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "WorkloadPriorityClass"]
+    assert sorted(o["kind"] for o in objects) == kinds
     assert [p for o in objects for p in check_object(o)] == []
     for custom in run.custom_objects():
         assert release.urn in custom.dependencies, f"{custom.kind} before Kueue's CRDs exist"

@@ -51,6 +51,9 @@ SAFE_SYSCTLS = {
 # Baseline, "SELinux": the types a pod may set.
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+# The node label a pod is pinned by (kubernetes.io/docs/reference/labels-annotations-taints/).
+HOSTNAME = "kubernetes.io/hostname"
+COMPONENT_LABEL = "app.kubernetes.io/component"
 # The registry's read-only maintenance mode (lab/cluster/registry.py).
 READ_ONLY_VARIABLE = "REGISTRY_STORAGE_MAINTENANCE_READONLY"
 
@@ -137,9 +140,7 @@ def check_namespace_levels(run: ProgramRun, lab: LabConfig) -> list[str]:
             problems.append(f"{workload.kind} {name_of(workload)} runs in {namespace_of(workload)!r}")
     # A privileged namespace holds only the one component that needs it.
     for ns, level in levels.items():
-        components = {
-            labels_of(w)["app.kubernetes.io/component"] for w in workloads(run) if namespace_of(w) == ns
-        }
+        components = {labels_of(w)[COMPONENT_LABEL] for w in workloads(run) if namespace_of(w) == ns}
         if level == PRIVILEGED and ns != lab.namespace and len(components) > 1:
             problems.append(f"privileged namespace {ns} holds {sorted(components)}")
     return problems
@@ -220,13 +221,27 @@ def check_no_nodeport_to_a_writable_service(run: ProgramRun, lab: LabConfig) -> 
 
 
 def check_images_by_digest(run: ProgramRun, lab: LabConfig) -> list[str]:
-    # The build's own last container runs the image it has just pushed, by tag, to learn its digest.
+    # Every container, the build's too: the registry speaks plain HTTP, so a tag is whatever the
+    # path to it answers, and the build's recording container holds an API token.
     return [
         f"{name_of(w)}/{c['name']} runs {c['image']}, not an image by digest"
         for w in workloads(run)
         for c in containers(w)
-        if not DIGEST.search(c["image"]) and c["name"] != "record-digest"
+        if not DIGEST.search(c["image"])
     ]
+
+
+def check_builds_beside_the_registry(run: ProgramRun, lab: LabConfig) -> list[str]:
+    """The build pod is pinned to the node the registry runs on, so its push never crosses the
+    network: both name one node by its hostname label, the only node-level rule either sets."""
+    registry = _named(run, "Deployment", "registry")
+    where = pod_spec(registry).get("nodeSelector")
+    problems = [] if where and set(where) == {HOSTNAME} else ["the registry is not pinned to one node"]
+    for build in (w for w in workloads(run) if labels_of(w).get(COMPONENT_LABEL) == "build"):
+        spec = pod_spec(build)
+        if spec.get("nodeSelector") != where or "affinity" in spec:
+            problems.append(f"{name_of(build)} may run on another node than the registry ({where})")
+    return problems
 
 
 def check_no_stray_api_token(run: ProgramRun, lab: LabConfig) -> list[str]:
@@ -253,6 +268,7 @@ CHECKS: list[Check] = [
     check_network_policies_cover_every_pod,
     check_no_nodeport_to_a_writable_service,
     check_images_by_digest,
+    check_builds_beside_the_registry,
     check_no_stray_api_token,
 ]
 
@@ -296,6 +312,17 @@ def _device_plugin_by_tag(run: ProgramRun) -> None:
     container["image"] = container["image"].split("@")[0]
 
 
+def _record_by_tag(run: ProgramRun) -> None:
+    build = next(w for w in workloads(run) if labels_of(w).get(COMPONENT_LABEL) == "build")
+    record = next(c for c in containers(build) if c["name"] == "record-digest")
+    record["image"] = "10.0.0.1:30500/k8scifar/trainer:0123456789ab"
+
+
+def _build_anywhere(run: ProgramRun) -> None:
+    build = next(w for w in workloads(run) if labels_of(w).get(COMPONENT_LABEL) == "build")
+    del pod_spec(build)["nodeSelector"]
+
+
 def _dataset_with_a_token(run: ProgramRun) -> None:
     del pod_spec(_named(run, "Job", "dataset"))["automountServiceAccountToken"]
 
@@ -307,6 +334,8 @@ WEAKENED = [
     (check_network_policies_cover_every_pod, "example-sweep", _no_default_deny, "egress of sweep-"),
     (check_no_nodeport_to_a_writable_service, "example-cpu", _nodeport_to_the_push_side, "not read-only"),
     (check_images_by_digest, "example-gpu", _device_plugin_by_tag, "not an image by digest"),
+    (check_images_by_digest, "example-cpu", _record_by_tag, "record-digest runs 10.0.0.1:30500"),
+    (check_builds_beside_the_registry, "example-cpu", _build_anywhere, "may run on another node"),
     (check_no_stray_api_token, "example-cpu", _dataset_with_a_token, "dataset mounts"),
 ]
 

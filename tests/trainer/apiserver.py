@@ -1,7 +1,8 @@
 """A local HTTPS server that records the requests it gets, standing in for nothing but a TLS peer.
 
-It answers every request 200 with an empty JSON object and keeps what it received (method, path,
-headers, body), so a test can hold the request a trainer builds to the Kubernetes API's rules.
+It answers every request 200 with an empty JSON object (or what `replies` holds for the path) and
+keeps what it received (method, path, headers, body), so a test can hold the request a trainer
+or the program builds to the Kubernetes API's rules.
 It is not the Kubernetes API: no authentication, authorization or object is checked here.
 """
 
@@ -33,6 +34,8 @@ class Recorder:
     ca_file: Path
     requests: list[Received] = field(default_factory=list)
     status: int = 200
+    # Answers by path, (status, JSON body), instead of `status` and an empty object.
+    replies: dict[str, tuple[int, object]] = field(default_factory=dict)
 
 
 def self_signed(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
@@ -59,8 +62,9 @@ def recording_server(folder: Path, address: str = "127.0.0.1") -> Iterator[Recor
                 self.client_address[0], self.command, self.path, dict(self.headers.items()), body
             )
             recorder.requests.append(received)
-            reply = json.dumps({}).encode()
-            self.send_response(recorder.status)
+            status, body = recorder.replies.get(self.path, (recorder.status, {}))
+            reply = json.dumps(body).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(reply)))
             self.end_headers()

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from lab.config import load_stack
+from lab.gpu_nodes import gpu_shortfalls
 from tests.cluster import checks
 
 EXPORT = "/srv/k8scifar"
@@ -81,12 +83,19 @@ def test_node_check() -> None:
     ]
 
 
-def test_gpu_check() -> None:
-    nodes = {"items": [_node("a", gpus=1), _node("b", gpus=2)]}
-    assert checks.gpu_problems(nodes, {"a": 1, "b": 2}) == []
-    assert checks.gpu_problems({"items": [_node("a"), _node("b", gpus=1)]}, {"a": 1, "b": 2}) == [
-        "node a offers 0 nvidia.com/gpu, configured 1",
-        "node b offers 1 nvidia.com/gpu, configured 2",
+def test_a_gpu_node_without_allocatable_gpus_is_one_line() -> None:
+    lab = load_stack("example-gpu")  # gpu-a and gpu-b, one GPU each
+    assert gpu_shortfalls(lab, {"items": [_node("gpu-a", gpus=1), _node("gpu-b", gpus=1)]}) == []
+    lines = gpu_shortfalls(lab, {"items": [_node("gpu-a"), _node("gpu-b", gpus=2)]})
+    assert lines == [
+        "GPU node gpu-a reports no allocatable nvidia.com/gpu (the stack gives it 1): the NVIDIA device"
+        " plugin there sees no GPU and GPU pods stay Pending; its log in namespace k8scifar-gpu says why"
+        ' (see docs/troubleshooting.md, "GPU not detected")',
+        "node gpu-b reports 2 allocatable nvidia.com/gpu, the stack gives it 1: set `gpus: 2` for it in"
+        ' the stack file or fix the node (see docs/troubleshooting.md, "GPU not detected")',
+    ]
+    assert gpu_shortfalls(lab, {"items": [_node("gpu-b", gpus=1)]}) == [
+        "GPU node gpu-a is not in the cluster; `labctl validate` says why"
     ]
 
 

@@ -1,0 +1,55 @@
+"""Nodes whose allocatable GPUs differ from the stack's count: one line each, the same line wherever
+it shows (`labctl validate`, `labctl wait`, `labctl status`).
+
+The NVIDIA device plugin registers `nvidia.com/gpu` with the kubelet, which reports it in the
+node's `status.allocatable`. A GPU node whose plugin finds no GPU (no driver, a broken toolkit,
+or a plugin the toolkit will not show the GPUs to) reports none, and every rank that asks for one
+stays Pending: Kueue evicts the run and `pulumi up` fails on readiness, neither of which names the
+GPUs. This names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lab.config import LabConfig
+
+FIX = 'see docs/troubleshooting.md, "GPU not detected"'
+
+
+def allocatable(nodes: Mapping[str, Any]) -> dict[str, int]:
+    """Node name -> allocatable GPUs, from `kubectl get nodes -o json`."""
+    # Imported here: lab.cluster loads pulumi_kubernetes, which `labctl` loads only where it must.
+    from lab.cluster.pods import GPU_RESOURCE
+
+    return {
+        n["metadata"]["name"]: int(str((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, "0")))
+        for n in nodes.get("items", [])
+    }
+
+
+def gpu_shortfalls(lab: LabConfig, nodes: Mapping[str, Any]) -> list[str]:
+    """One line per node of the stack whose allocatable GPUs are not the stack's `gpus`."""
+    from lab.cluster.namespace import gpu_namespace
+    from lab.cluster.pods import GPU_RESOURCE
+
+    found = allocatable(nodes)
+    lines = []
+    for node in lab.nodes:
+        have = found.get(node.name)
+        if have is None:
+            if node.gpus:
+                lines.append(f"GPU node {node.name} is not in the cluster; `labctl validate` says why")
+        elif have == 0 and node.gpus:
+            lines.append(
+                f"GPU node {node.name} reports no allocatable {GPU_RESOURCE} (the stack gives it"
+                f" {node.gpus}): the NVIDIA device plugin there sees no GPU and GPU pods stay Pending;"
+                f" its log in namespace {gpu_namespace(lab)} says why ({FIX})"
+            )
+        elif have != node.gpus:
+            lines.append(
+                f"node {node.name} reports {have} allocatable {GPU_RESOURCE}, the stack gives it"
+                f" {node.gpus}: set `gpus: {have}` for it in the stack file or fix the node ({FIX})"
+            )
+    return lines
