@@ -5,7 +5,8 @@ leftovers and init again (not skip init because admin.conf exists), and the fail
 kubeadm's words with the join token taken out. A `kubeadm join` that failed leaves the CA and the
 bootstrap kubeconfig, which the next join's preflight refuses (the stand-in applies kubeadm's
 rule). containerd's configuration is backed up only when the machine had its own, never the
-lab's from an earlier run.
+lab's from an earlier run. A node given GPUs after the install gets the nvidia runtime in
+containerd although the lab's base configuration did not change.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import pytest
 
 from lab.tokens import new_kubeadm_token
 from tests.hosts.local_play import run_tasks
+
+DATA = Path(__file__).parent / "data"
 
 # Records its arguments; `init` leaves admin.conf behind (the early kubeconfig phase) and fails
 # late, printing the token the way kubeadm's join hint does, while $FAKE_DIR/fail exists.
@@ -229,3 +232,60 @@ def test_the_pinned_flannel_manifest_is_applied_from_the_checked_copy(tmp_path: 
         rc, output = _flannel(tmp_path, f"{base}/kube-flannel.yml", kubeadm_flannel_manifest_sha256=pinned)
     assert rc == 0, output
     assert _calls(tmp_path) == [f"--kubeconfig {tmp_path}/admin.conf apply -f {tmp_path}/kube-flannel.yml"]
+
+
+# containerd, kubeadm, nvidia-ctk and systemctl as the containerd tasks meet them: nvidia-ctk adds
+# its runtime to the file it edits (as `runtime configure --runtime=containerd` does), systemctl
+# reports containerd and the kubelet loaded and running and records what it is asked to do.
+CONTAINERD_FAKES = {
+    "containerd": 'cat "$FAKE_DIR/default.toml"',
+    "kubeadm": "echo registry.k8s.io/pause:3.10",
+    "nvidia-ctk": (
+        'echo "$*" >> "$FAKE_DIR/calls"\n'
+        'printf \'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\\n'
+        '  BinaryName = "/usr/bin/nvidia-container-runtime"\\n\' >> "$FAKE_DIR/config.toml"'
+    ),
+    "systemctl": (
+        'case "$1" in\n'
+        "  show) printf 'LoadState=loaded\\nActiveState=active\\nUnitFileState=enabled\\n' ;;\n"
+        "  is-enabled) echo enabled ;;\n"
+        '  *) echo "systemctl $*" >> "$FAKE_DIR/calls" ;;\n'
+        "esac"
+    ),
+}
+
+
+def _containerd(work: Path, gpus: int) -> list[str]:
+    """The kubeadm role's containerd tasks on a node with `gpus` GPUs; the calls they made."""
+    (work / "calls").unlink(missing_ok=True)
+    variables = {
+        "kubeadm_containerd_config": str(work / "config.toml"),
+        "kubeadm_containerd_base": str(work / "config.toml.k8scifar-base"),
+        "kubeadm_containerd_backup": str(work / "config.toml.orig"),
+        "lab_kubernetes_version": "1.33.5",
+        "node_gpus": gpus,
+    }
+    done = run_tasks(
+        "kubeadm", "containerd.yml", work / "ansible", variables, CONTAINERD_FAKES, {"FAKE_DIR": str(work)}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return _calls(work)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="the role writes containerd's files owned by root; CI runs as root"
+)
+def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None:
+    """The lab's base configuration does not change when a node gets GPUs after the install, so
+    the runtime is added because containerd's configuration lacks it, and containerd restarted."""
+    (tmp_path / "default.toml").write_text((DATA / "containerd-1.7.24-default.toml").read_text())
+    assert _containerd(tmp_path, 0) == ["systemctl restart containerd"]
+    assert "nvidia" not in (tmp_path / "config.toml").read_text()
+    assert _containerd(tmp_path, 0) == [], "an unchanged node is left alone"
+
+    assert _containerd(tmp_path, 1) == [
+        "runtime configure --runtime=containerd",
+        "systemctl restart containerd",
+    ]
+    assert "nvidia-container-runtime" in (tmp_path / "config.toml").read_text()
+    assert _containerd(tmp_path, 1) == [], "a node that has the runtime is left alone"
