@@ -175,7 +175,15 @@ COMMIT
 -A FLANNEL-POSTRTG -s {net}.0/24 -d {cluster} -m comment --comment "flanneld masq" -j RETURN
 COMMIT
 """  # noqa: E501
-    subprocess.run(["iptables-restore", "--noflush"], input=rules, text=True, check=True)
+    # The plugins add to a chain that exists (portmap's are shared by every CNI network, podman's
+    # too) and never flush it (containernetworking/plugins pkg/utils/iptables.go, EnsureChain);
+    # iptables-restore flushes every chain it declares, even with --noflush.
+    saved = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    existing = {line[1:].split()[0] for line in saved.splitlines() if line.startswith(":")}
+    kept = [
+        line for line in rules.splitlines() if not (line.startswith(":") and line[1:].split()[0] in existing)
+    ]
+    subprocess.run(["iptables-restore", "--noflush"], input="\n".join(kept) + "\n", text=True, check=True)
 
 
 def pod(node: Node, namespace: str, name: str, subnet: int, index: int, nfs_server: str) -> None:
