@@ -55,6 +55,9 @@ def boot(machine: Machine, log: Path) -> subprocess.Popen[bytes]:
         "--keep-unit",
         "--resolv-conf=off",
         "--console=read-only",
+        # Within the machine's own network namespace: links and firewall rules, as a node's CNI
+        # and kube-proxy make them, can be made, listed and removed there.
+        "--capability=CAP_NET_ADMIN",
         "--boot",
     ]
     with log.open("wb") as out:
