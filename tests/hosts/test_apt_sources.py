@@ -196,6 +196,7 @@ def _labs(etc_apt: Path) -> list[str]:
     REPOSITORIES,
     ids=[f"{r[0]}-{r[1]}" for r in REPOSITORIES],
 )
+@pytest.mark.slow
 def test_the_roles_sources_are_what_apt_reads(
     stack: str,
     role: str,
@@ -278,6 +279,7 @@ def test_a_source_the_machine_has_is_used_as_it_is(key: Published, tmp_path: Pat
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+@pytest.mark.slow
 def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
     repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
@@ -391,6 +393,7 @@ def test_the_reader_leaves_out_the_lab_s_files_and_sees_source_packages(
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+@pytest.mark.slow
 def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
     repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
@@ -404,6 +407,7 @@ def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+@pytest.mark.slow
 def test_a_second_run_keeps_the_lab_s_own_source(
     repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
@@ -418,6 +422,7 @@ def test_a_second_run_keeps_the_lab_s_own_source(
 
 
 @pytest.mark.parametrize("tasks", ["packages.yml", "reset.yml"])
+@pytest.mark.slow
 def test_the_source_an_earlier_release_wrote_is_the_lab_s(tasks: str, key: Published, tmp_path: Path) -> None:
     """Earlier releases named the lab's file after the repository alone (kubernetes.sources), with
     the key inline: install replaces it with the lab's file of today, and reset removes it."""
@@ -442,3 +447,15 @@ def test_a_source_for_source_packages_only_stops_the_play_naming_it(key: Publish
         in done.stdout
     )
     assert _labs(etc_apt) == []
+
+
+def test_the_reader_loads_without_ansible() -> None:
+    """Importing ansible.module_utils.basic patches sys.intern for the whole process, which torch's
+    compiler then refuses: the reader the tests import must not bring it in."""
+    probe = (
+        "import sys; import apt_sources_of; "
+        "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] == 'ansible') or None)"
+    )
+    library = ROLES / "apt_signed_source" / "library"
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(library)})
+    assert done.returncode == 0

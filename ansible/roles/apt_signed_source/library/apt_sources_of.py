@@ -25,8 +25,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 INLINE_KEY = "BEGIN PGP PUBLIC KEY BLOCK"
 FILE_NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]*\.(list|sources)")
 FALSE = {"no", "false", "without", "off", "disable"}
@@ -100,6 +98,11 @@ def sources_of(match: str, sources_list: Path, sources_dir: Path, own: str, earl
 
 
 def main() -> None:
+    # Imported here, not above: importing it patches sys.intern for the whole process, and the
+    # tests call sources_of in a process that also runs torch (whose compiler refuses the patch).
+    # Ansible finds a module's module_utils imports wherever they are in the file.
+    from ansible.module_utils.basic import AnsibleModule
+
     module = AnsibleModule(
         argument_spec={
             "match": {"type": "str", "required": True},
