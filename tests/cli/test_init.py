@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from lab.config import load_stack
 from tests.cli.conftest import assert_one_line_error, labctl
 from tests.support.sshd import AGENT, SERVER, Sshd
@@ -43,6 +45,7 @@ def test_init_names_a_node_after_its_hostname(sshd: Sshd, tmp_path: Path) -> Non
     assert load_stack("one", tmp_path).server.name == hostname
 
 
+@pytest.mark.slow
 def test_init_asks_when_no_machines_are_given(sshd: Sshd, tmp_path: Path) -> None:
     answers = f"root\n{SERVER}\n{AGENT}\n\n"
     result = labctl("init", "--stack", "asked", "--stacks-dir", tmp_path, *_ssh_flags(sshd), stdin=answers)
@@ -64,6 +67,7 @@ def test_init_without_answers_says_how_to_give_them(tmp_path: Path) -> None:
     assert_one_line_error(result, "--server")
 
 
+@pytest.mark.slow
 def test_init_refuses_to_overwrite_without_force(sshd: Sshd, tmp_path: Path) -> None:
     existing = tmp_path / "Pulumi.kept.yaml"
     existing.write_text("config: {}\n")

@@ -23,6 +23,7 @@ from tests.support.sshd import NOWHERE, Sshd
 
 
 @pytest.mark.parametrize("stack", ["example-gpu", "example-sweep"])
+@pytest.mark.slow
 def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: Path) -> None:
     out = tmp_path / "manifests"
     result = labctl("render", "--stack", stack, out)

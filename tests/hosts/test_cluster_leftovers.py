@@ -158,6 +158,7 @@ needs_root = pytest.mark.skipif(
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_keeps_the_rules_another_tool_had(tmp_path: Path) -> None:
     left = _rules_reset(tmp_path, OWNERS, WITH_THE_CLUSTER)
     assert [line for line in left if "KUBE-" in line or "FLANNEL" in line] == []

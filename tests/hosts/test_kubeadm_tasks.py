@@ -62,6 +62,7 @@ def _calls(work: Path) -> list[str]:
     return calls.read_text().splitlines() if calls.exists() else []
 
 
+@pytest.mark.slow
 def test_a_rerun_after_a_late_init_failure_resets_and_inits_again(tmp_path: Path) -> None:
     token = new_kubeadm_token()
     (tmp_path / "token").write_text(token)
@@ -167,6 +168,7 @@ def _backup(work: Path) -> str | None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the role writes the backup owned by root; CI runs as root")
+@pytest.mark.slow
 def test_only_the_machine_s_own_containerd_configuration_is_kept(tmp_path: Path) -> None:
     ubuntu, debian = tmp_path / "ubuntu", tmp_path / "debian"
     for machine in (ubuntu, debian):

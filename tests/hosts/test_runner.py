@@ -49,6 +49,7 @@ def _files_containing(root: Path, needles: list[str]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_a_run_reports_counts_and_set_stats_and_converges(
     ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -81,6 +82,7 @@ def test_a_run_reports_counts_and_set_stats_and_converges(
     assert capfd.readouterr().err == Path(third.log).read_text(), "--verbose shows the whole log"
 
 
+@pytest.mark.slow
 def test_secrets_stay_out_of_the_artifacts(
     ansible_dir: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,6 +97,7 @@ def test_secrets_stay_out_of_the_artifacts(
     assert not list(work.glob("secrets-*")), "the secret variables file outlived the run"
 
 
+@pytest.mark.slow
 def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """The check above can fail: a token passed as a plain extra variable lands in the artifacts."""
     work = tmp_path / "work"
@@ -194,6 +197,7 @@ def _wait_until_gone(work: Path, timeout: float) -> list[int]:
     return left
 
 
+@pytest.mark.slow
 def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """SIGTERM to the operator's whole process group (a `kill`, a shutdown) half-way through a run:
     the run is cancelled and, with no process left to do it later, every secret is gone."""
@@ -207,6 +211,7 @@ def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
+@pytest.mark.slow
 def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """SIGKILL to the operator's whole process group half-way: nothing can clean up then, so the
     next run does, before it starts: the secrets file goes and the orphaned ansible-playbook,
@@ -221,6 +226,7 @@ def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path,
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
+@pytest.mark.slow
 def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     with pytest.raises(PlaybookError) as caught:
         run_playbook(
@@ -237,6 +243,7 @@ def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: P
     assert [f.host for f in caught.value.failures] == ["node-a"]
 
 
+@pytest.mark.slow
 def test_a_failure_is_shown_in_full_and_the_play_it_stopped_is_not_called_ok(
     ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -282,6 +289,7 @@ def _ssh_masters() -> set[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_run_over_ssh_leaves_no_connection_behind(
     ansible_dir: Path, target: Path, tmp_path: Path, sshd: Sshd
 ) -> None:
