@@ -147,7 +147,8 @@ def test_gpus_are_a_count_a_machine_can_hold(gpus: Any, why: str) -> None:
 
 
 def test_gpus_up_to_what_one_system_holds() -> None:
-    assert parse_config(_set("nodes.0.gpus", MAX_NODE_GPUS)).nodes[0].gpus == MAX_NODE_GPUS
+    values = _set("nodes.0.gpus", MAX_NODE_GPUS, _set("trainer.replicas", 2))
+    assert parse_config(values).nodes[0].gpus == MAX_NODE_GPUS
 
 
 @pytest.mark.parametrize("uid", [1000, 999, 0, 65534])

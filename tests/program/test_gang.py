@@ -59,6 +59,7 @@ def test_kueue_comes_from_its_pinned_chart_and_admits_whole_runs(stack: str) -> 
     }
     objects = [kubernetes_object(r) for r in run.custom_objects()]
     kinds = ["ClusterQueue", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "WorkloadPriorityClass"]
+    kinds = sorted([*kinds, "Topology"]) if lab.packs_by_topology else kinds
     assert sorted(o["kind"] for o in objects) == kinds
     assert [p for o in objects for p in check_object(o)] == []
     for custom in run.custom_objects():
