@@ -85,3 +85,10 @@ def recorded(stack: str) -> ProgramRun:
 def broken(stack: str) -> ProgramRun:
     """A private copy of a real run to break."""
     return copy.deepcopy(recorded(stack))
+
+
+def kueue_releases(run: ProgramRun) -> list[Registered]:
+    """The Helm releases of Kueue's chart (the monitoring stack has releases of its own)."""
+    from lab.cluster.versions import KUEUE_CHART
+
+    return [r for r in run.helm_releases() if r.inputs["chart"] == KUEUE_CHART]
