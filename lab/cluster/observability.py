@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
@@ -331,9 +330,7 @@ def declare_observability(scope: Scope) -> Observability | None:
 
 def metrics_ingress(scope: Scope) -> dict[str, Any]:
     """The NetworkPolicy rule that lets Prometheus, and nothing else, reach the ranks' metrics port."""
-    namespace = pulumi.Output.from_input(monitoring_namespace(scope.lab)).apply(
-        lambda name: {"matchLabels": {"kubernetes.io/metadata.name": name}}
-    )
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": monitoring_namespace(scope.lab)}}
     return {
         "from": [{"namespaceSelector": namespace, "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS}}],
         "ports": [{"protocol": "TCP", "port": scope.lab.observability.metrics_port}],
