@@ -102,7 +102,15 @@ MAX_NODE_GPUS = 32
 # characters too, so the lab's namespace leaves room for the longest suffix.
 BUILD_NAMESPACE_SUFFIX = "-build"
 GPU_NAMESPACE_SUFFIX = "-gpu"
-DERIVED_NAMESPACE_SUFFIXES = (BUILD_NAMESPACE_SUFFIX, GPU_NAMESPACE_SUFFIX)
+# Prometheus and Grafana; the exporters that need the host (lab.cluster.observability).
+MONITORING_NAMESPACE_SUFFIX = "-monitoring"
+EXPORTERS_NAMESPACE_SUFFIX = "-exporters"
+DERIVED_NAMESPACE_SUFFIXES = (
+    BUILD_NAMESPACE_SUFFIX,
+    GPU_NAMESPACE_SUFFIX,
+    MONITORING_NAMESPACE_SUFFIX,
+    EXPORTERS_NAMESPACE_SUFFIX,
+)
 DNS_LABEL_MAX = 63
 # The trainer's uid: above the system accounts (Debian Policy 9.2.2: 0-999) and the first login
 # user, 1000, which is also the uid the image build's BuildKit runs as; never `nobody` (65534),
@@ -635,6 +643,19 @@ class Scheduling(_Model):
     )
 
 
+class Observability(_Model):
+    """Prometheus, Grafana and the exporters that watch the lab train (docs/observability.md)."""
+
+    enabled: bool = Field(default=True, description="Install the monitoring stack; `false` leaves it out.")
+    metrics_port: int = Field(
+        default=9464,
+        ge=1024,
+        # Below the ephemeral range the ranks' collectives use (EPHEMERAL_PORTS).
+        le=EPHEMERAL_PORTS[0] - 1,
+        description="Port each rank serves its Prometheus metrics on; not the rendezvous port.",
+    )
+
+
 class LabConfig(_Model):
     """Everything one stack says about the lab."""
 
@@ -657,6 +678,7 @@ class LabConfig(_Model):
     trainer: Trainer = Field(default_factory=Trainer)
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    observability: Observability = Field(default_factory=Observability)
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
         description="Steps to leave out, each mapped to the reason printed when it is skipped"
@@ -846,6 +868,7 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
             f" the nearest multiple of {cfg.replicas}"
         )
     problems.extend(_port_checks(cfg))
+    problems.extend(_metrics_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
     minor = int(cfg.kubernetes_version.split(".")[1])
@@ -939,6 +962,16 @@ def _port_checks(cfg: LabConfig) -> list[str]:
     return [
         f"k8scifar:trainer.port: {port} collides with {' and '.join(users)}; choose a free port"
         " such as the default 29500"
+    ]
+
+
+def _metrics_port_checks(cfg: LabConfig) -> list[str]:
+    port = cfg.observability.metrics_port
+    if port != cfg.trainer.port:
+        return []
+    return [
+        f"k8scifar:observability.metricsPort: {port} is also trainer.port, where rank 0's rendezvous"
+        " listens; choose another port such as the default 9464"
     ]
 
 

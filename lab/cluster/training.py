@@ -131,7 +131,10 @@ def _ports(lab: LabConfig) -> dict[str, Any]:
     """
     if lab.trainer.host_network:
         return {}
-    return {"ports": [{"name": "rendezvous", "containerPort": lab.trainer.port}]}
+    ports = [{"name": "rendezvous", "containerPort": lab.trainer.port}]
+    if lab.observability.enabled:
+        ports.append({"name": "metrics", "containerPort": lab.observability.metrics_port})
+    return {"ports": ports}
 
 
 def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
@@ -162,7 +165,9 @@ def _template_annotations(lab: LabConfig, gang: Gang | None) -> dict[str, str]:
 def launch_args(lab: LabConfig, name: str) -> list[str]:
     """The pod's arguments: torchrun (one node per pod) around the trainer's `train`."""
     train = train_args(lab, contract.RUNS_MOUNT, name, on_complete="release")
-    return ["launch", "--max-restarts", str(MAX_RESTARTS), "--", *train, "--ready-file", READY_FILE]
+    # Each rank serves its metrics for Prometheus to scrape (lab.cluster.observability).
+    metrics = ["--metrics-port", str(lab.observability.metrics_port)] if lab.observability.enabled else []
+    return ["launch", "--max-restarts", str(MAX_RESTARTS), "--", *train, "--ready-file", READY_FILE, *metrics]
 
 
 def _pod_spec(

@@ -136,7 +136,12 @@ def test_airgap_is_for_k3s_alone(release: dict[str, Path]) -> None:
 def test_a_namespace_leaves_room_for_the_lab_namespaces_named_after_it() -> None:
     room = DNS_LABEL_MAX - max(map(len, DERIVED_NAMESPACE_SUFFIXES))
     assert parse_config(_set("namespace", "n" * room)).namespace == "n" * room
-    _refused(_set("namespace", "n" * (room + 1)), "k8scifar:namespace", "-build namespace", f"at most {room}")
+    _refused(
+        _set("namespace", "n" * (room + 1)),
+        "k8scifar:namespace",
+        f"{max(DERIVED_NAMESPACE_SUFFIXES, key=len)} namespace",
+        f"at most {room}",
+    )
 
 
 @pytest.mark.parametrize(
