@@ -294,12 +294,17 @@ def _kill_stragglers(workdir: Path) -> None:
     stop (or that lost its ansible-playbook to the hang-up of their terminal) goes on with the
     run's variables, the secret ones included. The process calling this is spared.
     """
+    wanted = _run_mark(workdir)
+    if wanted is not None:
+        _signal_own(signal.SIGKILL, lambda proc: wanted in (proc / "environ").read_bytes().split(b"\0"))
+
+
+def _run_mark(workdir: Path) -> bytes | None:
+    """`RUN_MARK=<mark>` of the last run in `workdir`, as its processes' environments hold it."""
     try:
-        mark = (workdir / MARK_FILE).read_text().strip()
+        return f"{RUN_MARK}={(workdir / MARK_FILE).read_text().strip()}".encode()
     except FileNotFoundError:
-        return
-    wanted = f"{RUN_MARK}={mark}".encode()
-    _signal_own(signal.SIGKILL, lambda proc: wanted in (proc / "environ").read_bytes().split(b"\0"))
+        return None
 
 
 def control_dir(workdir: Path) -> Path:
@@ -322,12 +327,17 @@ def _private_dir(path: Path) -> None:
 
 def close_connections(workdir: Path) -> None:
     """End the ssh connection masters of runs in `workdir`: each would otherwise keep a login to a
-    node for a minute after the run (longer, hung, when the node went away), unseen. A master
-    names its socket, in the run's control folder, on its command line (`ssh: PATH [mux]`).
+    node for a minute after the run (longer, hung, when the node went away), unseen. Each master
+    is asked through its own socket in the run's control folder (ssh(1) `-O exit`), so nothing is
+    chosen by what a process's command line says (anyone can write one); ssh rewrites its
+    arguments and environment as its title, so neither would tell a master apart anyway.
     Both processes of a run call it: the playbook process outlives an operator's that was killed."""
     folder = control_dir(workdir)
-    needle = f"{folder}{os.sep}".encode()
-    _signal_own(signal.SIGTERM, lambda proc: needle in (proc / "cmdline").read_bytes())
+    sockets = [p for p in folder.iterdir() if p.is_socket()] if folder.is_dir() else []
+    for socket in sockets:
+        # The destination is required on the command line and unused: the socket names the master.
+        ask = ["ssh", "-o", f'ControlPath="{socket}"', "-O", "exit", "lab-node"]
+        subprocess.run(ask, stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False)
     shutil.rmtree(folder, ignore_errors=True)
 
 

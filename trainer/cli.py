@@ -41,6 +41,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line naming the flag and the rule; the usage is one `--help` away.
@@ -100,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
         help="start again at epoch 1, replacing the run folder's checkpoints and records",
     )
     train.add_argument("--ready-file", type=Path, help="readiness signal, written once this rank trains")
+    train.add_argument(
+        "--metrics-port", type=_port, help="serve Prometheus metrics here (plus LOCAL_RANK); off when unset"
+    )
 
     launch = commands.add_parser(
         "launch", help="run `train ...` under torchrun as one node of a multi-pod job (one pod, one node)"
@@ -167,6 +177,7 @@ def _train(args: argparse.Namespace) -> int:
         on_complete=args.on_complete,
         fresh=args.fresh,
         ready_file=args.ready_file,
+        metrics_port=args.metrics_port,
     )
     return train.main(config, where, place, splits, train.StopSignal())
 

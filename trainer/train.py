@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer import checkpoint, data, distributed, handoff, plots, readiness
+from trainer import checkpoint, data, distributed, handoff, plots, readiness, telemetry
 from trainer.config import ConfigurationError, TrainConfig, code_hash
 from trainer.contract import CURVES_FILE, TRAINED_ON
 from trainer.errors import RunFailed
@@ -59,6 +59,7 @@ class Placement:
     on_complete: str  # exit, wait, or release (wait after rank 0 has scaled its StatefulSet to zero)
     ready_file: Path | None = None  # the readiness signal, given once this rank has trained a step
     fresh: bool = False  # start again at epoch 1 (only in the first torchrun round)
+    metrics_port: int | None = None  # where this rank serves its live figures (trainer.telemetry)
 
 
 class Stopped(Exception):
@@ -198,6 +199,8 @@ class Run:
         self.total_steps = config.epochs * self.loader.steps_per_epoch
         self.model = self.net  # replaced by the DDP wrapper once the state is final
         self.ready = False
+        self.metrics = telemetry.RankMetrics(where.run_dir.name, config.model, self.place.rank)
+        self.metrics.serve(where.metrics_port, os.environ)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -264,6 +267,7 @@ class Run:
             )
 
     def save(self, emergency: bool = False) -> None:
+        self.metrics.checkpointed()
         if self.is_rank0:
             checkpoint.save(
                 self.folder.checkpoints, self.progress.step, self.state(emergency), self.where.checkpoint_keep
@@ -277,6 +281,8 @@ class Run:
         self.model = distributed.wrap(self.net, self.device, self.config.compression)
         self.devices = distributed.gather_text(_device_name(self.device), DEVICE_NAME, "a device name")
         self.report_status("running")
+        p = self.progress
+        self.metrics.started(p.step, p.epoch, p.restarts, self.total_steps, self.config.epochs)
         for epoch in range(self.progress.epoch, self.config.epochs):
             self.train_epoch(epoch, stop)
         began = time.monotonic()
@@ -290,7 +296,7 @@ class Run:
         begun, begun_step, last_status = time.monotonic(), p.step_in_epoch, time.monotonic()
         sums = torch.tensor(p.sums, dtype=torch.float64, device=self.device)
         for images, labels in self.loader.batches(epoch, p.step_in_epoch):
-            if distributed.any_rank(stop.requested):
+            if self.metrics.timed_wait(distributed.any_rank, stop.requested):
                 # The checkpoint holds the epoch's totals over all ranks; rank 0 resumes with them.
                 p.sums = distributed.sum_all(sums.tolist())
                 p.train_seconds += time.monotonic() - begun
@@ -303,6 +309,7 @@ class Run:
                 self.ready = True
             p.step += 1
             p.step_in_epoch += 1
+            self.metrics.stepped(p.step)
             if self.lookahead:
                 self.lookahead.after_step(p.step, self.total_steps)
             if self.is_rank0 and time.monotonic() - last_status > STATUS_EVERY_SECONDS:
@@ -340,6 +347,7 @@ class Run:
             eta = (self.config.epochs - p.epoch) * seconds
             self.report_status("running", eta_seconds=eta, **_latest(line))
             print(progress_line(line, self.config.epochs, eta), flush=True)
+        self.metrics.epoch_done(line)
 
     def set_learning_rates(self, epoch: int) -> None:
         multiplier = schedule(self.progress.step / self.total_steps, self.recipe.schedule)

@@ -311,18 +311,21 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     assert not control_dir(work).exists()
 
 
-def test_clean_up_kills_only_the_runs_ownmentioning(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
-    """A process that is no part of a run but names the run's inventory on its command line (anyone
-    can start one) outlives the run's clean-up, before and after it."""
+def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+    """Processes that are no part of a run but name the run's inventory or its ssh control folder on
+    their command lines (anyone can start one) outlive the run's clean-up, before and after it."""
     work = tmp_path / "work"
     (work / "inventory").mkdir(parents=True)
-    bystander = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(300)", f"{work.resolve()}/inventory/hosts.json"]
-    )
+    bystanders = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", named])
+        for named in (f"{work.resolve()}/inventory/hosts.json", f"{control_dir(work)}/socket [mux]")
+    ]
     try:
         _site(ansible_dir, target, work, ["node-a"], quiet=True)
         stop_playbook(None, work)
-        assert bystander.poll() is None, "the clean-up killed a process that was not the run's"
+        for bystander in bystanders:
+            assert bystander.poll() is None, f"the clean-up killed {bystander.args[-1]!r}, not the run's"
     finally:
-        bystander.kill()
-        bystander.wait()
+        for bystander in bystanders:
+            bystander.kill()
+            bystander.wait()
