@@ -90,6 +90,7 @@ def test_doctor_flags_a_port_the_lab_needs_when_taken(sshd: Sshd, tmp_path: Path
     assert len(ports) == 2 and all(f"{port}/tcp (DDP rendezvous" in p and "warning" in p for p in ports)
 
 
+@pytest.mark.slow
 def test_doctor_reports_a_link_it_cannot_use(sshd: Sshd, tmp_path: Path) -> None:
     values = loopback_values(sshd, tmp_path / "export")
     with socket.socket() as taken:

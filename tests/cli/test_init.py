@@ -87,6 +87,7 @@ def test_init_refuses_to_overwrite_without_force(sshd: Sshd, tmp_path: Path) -> 
     assert load_stack("kept", tmp_path).server.name == "a"
 
 
+@pytest.mark.slow
 def test_init_rejects_a_bad_address_before_connecting(tmp_path: Path) -> None:
     result = labctl("init", "--stack", "bad", "--stacks-dir", tmp_path, "--server", "root@192.168.1.300")
     assert_one_line_error(result, "k8scifar:nodes[0].address", "not an IP address")

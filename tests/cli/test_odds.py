@@ -62,6 +62,7 @@ def test_doctor_and_validate_agree_on_a_container_clock(sshd: Sshd, tmp_path: Pa
         assert len(rows) == 2 and not any("container" in r for r in rows), done.stdout
 
 
+@pytest.mark.slow
 def test_init_writes_the_blocks_the_quickstart_sends_the_operator_to(sshd: Sshd, tmp_path: Path) -> None:
     flags = ["--key", str(sshd.key), "--ssh-port", str(sshd.port), "--host-key-policy", "off"]
     done = _piped(

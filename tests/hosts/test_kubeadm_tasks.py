@@ -138,6 +138,7 @@ def _join(work: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_rerun_after_a_failed_join_resets_and_joins_again(tmp_path: Path) -> None:
     (tmp_path / "fail").touch()
     rc, _output = _join(tmp_path)
@@ -277,6 +278,7 @@ def _containerd(work: Path, gpus: int) -> list[str]:
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="the role writes containerd's files owned by root; CI runs as root"
 )
+@pytest.mark.slow
 def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None:
     """The lab's base configuration does not change when a node gets GPUs after the install, so
     the runtime is added because containerd's configuration lacks it, and containerd restarted."""

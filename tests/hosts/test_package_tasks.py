@@ -144,10 +144,12 @@ def _marked_at_reset(tmp_path: Path, manual_record: list[str] | None) -> list[st
     return (tmp_path / "auto").read_text().split()
 
 
+@pytest.mark.slow
 def test_reset_leaves_the_packages_the_owner_installed_by_hand_to_the_owner(tmp_path: Path) -> None:
     assert sorted(_marked_at_reset(tmp_path, ["nfs-common"])) == ["libnfsidmap1", "nfs-common"]
 
 
+@pytest.mark.slow
 def test_reset_of_a_lab_without_the_record_of_its_requests_marks_all_its_packages(tmp_path: Path) -> None:
     assert sorted(_marked_at_reset(tmp_path, None)) == ["keyutils", "libnfsidmap1", "nfs-common"]
 

@@ -311,6 +311,7 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     assert not control_dir(work).exists()
 
 
+@pytest.mark.slow
 def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """Processes that are no part of a run but name the run's inventory or its ssh control folder on
     their command lines (anyone can start one) outlive the run's clean-up, before and after it."""
