@@ -100,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
         help="start again at epoch 1, replacing the run folder's checkpoints and records",
     )
     train.add_argument("--ready-file", type=Path, help="readiness signal, written once this rank trains")
+    train.add_argument(
+        "--no-epoch-eval",
+        dest="epoch_eval",
+        action="store_false",
+        help="evaluate only after the last epoch (speed runs; metrics lines then hold no test figures)",
+    )
+    train.add_argument("--compile", action="store_true", help="run the net through torch.compile")
 
     launch = commands.add_parser(
         "launch", help="run `train ...` under torchrun as one node of a multi-pod job (one pod, one node)"
@@ -157,7 +164,7 @@ def _train(args: argparse.Namespace) -> int:
     published = args.require_cifar10
     splits = (data.load(args.data, True, published), data.load(args.data, False, published))
     config = resolve(options, len(splits[0].labels), len(splits[1].labels))
-    where = train.Placement(
+    where = train.RunOptions(
         run_dir=run_dir,
         backend=distributed.choose_backend(args.backend),
         timeout=distributed.timeout_seconds(args.timeout_seconds, os.environ),
@@ -166,6 +173,8 @@ def _train(args: argparse.Namespace) -> int:
         on_complete=args.on_complete,
         fresh=args.fresh,
         ready_file=args.ready_file,
+        epoch_eval=args.epoch_eval,
+        compile=args.compile,
     )
     return train.main(config, where, place, splits, train.StopSignal())
 

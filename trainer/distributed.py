@@ -29,6 +29,10 @@ from trainer import contract
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
+# Steps between two agreements on the stop flag where each costs a device sync (an all-reduce on
+# the GPU read back by the host). At airbench's 6 ms a step that is 0.1 s of delay, far inside
+# torchrun's 30 s between SIGTERM and SIGKILL; a slower step (a wider net) still fits 16 of them.
+STOP_CHECK_STEPS = 16
 # The longest text ranks exchange (a device name, a checkpoint's file name), in UTF-8 bytes.
 MAX_TEXT_BYTES = 255
 
@@ -211,7 +215,13 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
     if not dist.is_initialized():
         return net
     ids = [device.index] if device.type == "cuda" else None
-    model = DistributedDataParallel(net, device_ids=ids)
+    # For small, fast steps (docs/scaling.md, "DDP for small steps"): gradients live in the
+    # all-reduce buckets (no copy in or out), the graph is the same every step (DDP plans its
+    # buckets once), and BatchNorm's running statistics are not broadcast before every forward:
+    # only evaluation reads them, and `evaluate` broadcasts rank 0's first (broadcast_buffers).
+    model = DistributedDataParallel(
+        net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, broadcast_buffers=False
+    )
     if compression == contract.FP16:
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif compression == contract.BF16:
@@ -222,6 +232,14 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
         )
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     return model
+
+
+def stop_check_steps() -> int:
+    """How often ranks agree on stopping: every step where the collective stays on the host (one
+    process, or gloo, whose all-reduce is a CPU round trip), every STOP_CHECK_STEPS on NCCL."""
+    if dist.is_initialized() and dist.get_backend() == contract.NCCL:
+        return STOP_CHECK_STEPS
+    return 1
 
 
 def any_rank(flag: bool) -> bool:

@@ -67,7 +67,7 @@ def test_one_failing_rank_under_torchrun_is_one_line_and_torchruns_root_cause(
 
 
 def test_fresh_is_ignored_in_a_round_torchrun_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
-    where = train.Placement(Path("r"), "gloo", 10, 3, 0.94, "exit", fresh=True)
+    where = train.RunOptions(Path("r"), "gloo", 10, 3, 0.94, "exit", fresh=True)
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
     assert train._fresh(where)
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
