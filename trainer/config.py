@@ -33,6 +33,7 @@ class TrainConfig:
     tta: int
     accumulate: int
     compression: str
+    sync_batchnorm: bool
     train_images: int
     test_images: int
 
@@ -66,6 +67,7 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int) -> Tra
         tta=options["tta"],
         accumulate=options["accumulate"],
         compression=options["compression"],
+        sync_batchnorm=bool(options.get("sync_batchnorm", False)),
         train_images=train_images,
         test_images=test_images,
     )

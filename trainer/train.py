@@ -146,6 +146,8 @@ class Run:
         )
         sample = torch.from_numpy(train_split.images[: self.recipe.whiten_images])
         net = build(config.model, config.width, Normalise(torch.device("cpu"))(sample))
+        if config.sync_batchnorm:
+            net = self.synchronise_batchnorm(net, local)
         net = net.to(self.device, memory_format=torch.channels_last)
         if self.device.type == "cuda":
             # Shapes are static: cuDNN picks each convolution's fastest kernel once.
@@ -163,6 +165,24 @@ class Run:
         self.total_steps = config.epochs * self.loader.steps_per_epoch
         self.writer = checkpoint.Writer(self.folder.checkpoints, where.checkpoint_keep)
         self.ready = False
+
+    def synchronise_batchnorm(self, net: torch.nn.Module, local: int) -> torch.nn.Module:
+        """BatchNorm over the global batch: SyncBatchNorm all-reduces each layer's statistics."""
+        world = self.place.world_size
+        if world > 1 and self.device.type != "cuda":
+            # torch/nn/modules/batchnorm.py: SyncBatchNorm.forward raises on CPU inputs once a
+            # process group exists.
+            raise ConfigurationError(
+                "--sync-batchnorm needs CUDA ranks (PyTorch's SyncBatchNorm runs on GPUs only);"
+                " leave it off on CPU"
+            )
+        if self.is_rank0:
+            print(
+                f"SyncBatchNorm on: BatchNorm statistics over {local * world} images a step"
+                f" ({world} rank(s) of {local})",
+                flush=True,
+            )
+        return torch.nn.SyncBatchNorm.convert_sync_batchnorm(net)
 
     # -- state ---------------------------------------------------------------------------------
 
