@@ -12,6 +12,7 @@ import json
 import re
 import stat
 from collections.abc import Mapping
+from difflib import get_close_matches
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -117,11 +118,27 @@ ELF_MAGIC = b"\x7fELF"
 TAR_MAGIC = (257, b"ustar")
 COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
 
-DnsLabel = Annotated[
-    str,
-    StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63),
-]
-InterfaceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:@-]{1,15}$")]
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+INTERFACE_NAME = r"^[A-Za-z0-9_.:@-]{1,15}$"
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL, max_length=63)]
+InterfaceName = Annotated[str, StringConstraints(pattern=INTERFACE_NAME)]
+# What a value that misses each pattern should be, and how to fix it, for the one-line message.
+PATTERN_RULES = {
+    DNS_LABEL: "a lowercase DNS label (letters, digits, '-')",
+    USER_NAME: "a POSIX user name (letters, digits, '.', '_', '-', a letter or '_' first, at most"
+    " 32 characters); write the account's login name",
+    INTERFACE_NAME: "a network interface name (1 to 15 letters, digits, '_', '.', ':', '@' or '-');"
+    " write the name `ip -brief link` shows on the node, such as eth0 or enp3s0",
+}
+# Unquoted, these words are booleans to YAML 1.1 (https://yaml.org/type/bool.html), which PyYAML
+# and Pulumi's stack-file reader (gopkg.in/yaml.v2 in pulumi/pulumi sdk/go/common/encoding/marshal.go)
+# both follow: a value such as `off` must be quoted to stay a word.
+YAML_BOOLEAN_WORDS = {
+    False: ("off", "no", "false", "n"),
+    True: ("on", "yes", "true", "y"),
+}
+# Beyond this many characters a value is cut short where a message quotes it.
+SHOWN_CHARACTERS = 40
 
 
 class ConfigError(ValueError):
@@ -801,16 +818,7 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
         problems.append("k8scifar:trainer.backend: nccl needs GPUs and no node has any; use gloo or auto")
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
-        where = "GPU nodes" if cfg.has_gpus else "nodes"
-        if cfg.trainer.placement is Placement.SPREAD:
-            why = f"spread puts one rank per node and the lab has {cfg.max_replicas} {where}"
-        else:
-            why = f"pack puts every rank on one node and the largest holds {cfg.max_replicas}"
-            why += " GPUs" if cfg.has_gpus else " ranks"
-        problems.append(
-            f"k8scifar:trainer.replicas: {cfg.trainer.replicas} ranks cannot be placed: {why};"
-            f" set replicas to at most {cfg.max_replicas} or change placement"
-        )
+        problems.append(_placement_problem(cfg, cfg.trainer.replicas))
     if cfg.trainer.batch_size % cfg.replicas:
         lower = cfg.trainer.batch_size // cfg.replicas * cfg.replicas or cfg.replicas
         problems.append(
@@ -827,6 +835,28 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
             f" runs {cfg.kubernetes_version}; use none or a newer kubernetesVersion"
         )
     return problems
+
+
+def _placement_problem(cfg: LabConfig, replicas: int) -> str:
+    """Why `replicas` ranks do not fit; on a GPU lab the count comes from the nodes' gpus keys,
+    which are named, for the cause may lie there (a node left without its gpus)."""
+    gpus = ", ".join(
+        f"{n.name} has {n.gpus} (k8scifar:nodes[{cfg.nodes.index(n)}].gpus)" for n in cfg.gpu_nodes
+    )
+    if cfg.trainer.placement is Placement.SPREAD and cfg.has_gpus:
+        why = f"spread puts one rank on each node with GPUs, and only {gpus}"
+        fix = "give the other nodes their gpus, "
+    elif cfg.trainer.placement is Placement.SPREAD:
+        why, fix = f"spread puts one rank per node and the lab has {cfg.max_replicas} nodes", ""
+    elif cfg.has_gpus:
+        why = f"pack puts every rank on one node and the largest holds {cfg.max_replicas} GPUs ({gpus})"
+        fix = ""
+    else:
+        why, fix = f"pack puts every rank on one node and the largest holds {cfg.max_replicas} ranks", ""
+    return (
+        f"k8scifar:trainer.replicas: {replicas} ranks cannot be placed: {why};"
+        f" set replicas to at most {cfg.max_replicas}, {fix}or change placement"
+    )
 
 
 def _network_checks(cfg: LabConfig) -> list[str]:
@@ -964,8 +994,34 @@ def _trainer_rule(loc: tuple[int | str, ...]) -> Rule | None:
     return RULES.get(SWEEP_PARAMETERS.get(loc[1]) or to_snake(loc[1]))
 
 
+def _shown(value: Any) -> str:
+    """`value` as a message quotes it: its repr, cut short when long (a 5000-digit number)."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}... ({len(text)} characters)"
+
+
+def _unquoted_word(value: bool, expected: str) -> str | None:
+    """The word an unquoted YAML boolean was probably meant to be, when the key accepts it."""
+    return next((w for w in YAML_BOOLEAN_WORDS[value] if f"'{w}'" in expected), None)
+
+
+def _choice(err: Mapping[str, Any], message: str) -> str:
+    """A value outside a key's choices, the choices as written (a YAML boolean explained)."""
+    value, expected = err.get("input"), str(err.get("ctx", {}).get("expected", ""))
+    choices = message[0].lower() + message[1:]
+    if isinstance(value, bool):
+        word = _unquoted_word(value, expected)
+        words = YAML_BOOLEAN_WORDS[value]
+        written = f"an unquoted {word or ', '.join(words[:-1]) + ' or ' + words[-1]}"
+        fix = f'write it in quotes: "{word}"' if word else choices
+        return f"{written} reads as {str(value).lower()} in YAML; {fix}"
+    return f"{_shown(value)}: {choices}"
+
+
 def _describe(err: Mapping[str, Any]) -> str:
-    loc = tuple(p for p in err["loc"] if p not in {"list[union[float,int,str]]", "Range"})
+    loc = tuple(p for p in err["loc"] if p not in {"list[union[float,int,str]]", "Range", "[key]"})
     kind = err["type"]
     if kind == "extra_forbidden":
         return f"{_path(loc)}: unknown key; check its spelling against docs/configuration.md"
@@ -973,19 +1029,20 @@ def _describe(err: Mapping[str, Any]) -> str:
         return f"{_path(loc)}: required key is missing"
     message = str(err["msg"]).removeprefix("Value error, ")
     rule = _trainer_rule(loc)
-    if rule is not None and "input" in err:
-        message = f"must be {rule.describe()}, got {err['input']!r}"
-    elif kind.startswith("string_pattern") and loc[-1] == "user":
-        message = (
-            f"{err.get('input')!r} is not a POSIX user name (letters, digits, '.', '_', '-', a letter"
-            " or '_' first, at most 32 characters); write the account's login name"
-        )
+    if err["loc"][-1:] == ("[key]",):
+        expected = err.get("ctx", {}).get("expected", "")
+        message = f"unknown key; the keys are {expected}" if expected else message
+    elif rule is not None and "input" in err:
+        message = f"must be {rule.describe()}, got {_shown(err['input'])}"
     elif kind.startswith("string_pattern"):
-        message = f"{err.get('input')!r} is not a lowercase DNS label (letters, digits, '-')"
+        pattern = err.get("ctx", {}).get("pattern")
+        message = f"{_shown(err.get('input'))} is not {PATTERN_RULES.get(pattern, f'of the form {pattern}')}"
     elif kind in {"enum", "literal_error"}:
-        message = f"{err.get('input')!r}: {message.lower()}"
+        message = _choice(err, message)
+    elif kind == "int_parsing_size":
+        message = f"a number of {len(str(err.get('input')))} digits, far beyond what the key takes"
     elif "input" in err and kind not in {"value_error", "assertion_error"}:
-        message = f"{message} (got {err['input']!r})"
+        message = f"{message} (got {_shown(err['input'])})"
     return f"{_path(loc)}: {message}"
 
 
@@ -1019,6 +1076,12 @@ def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
     return stacks_dir / f"Pulumi.{check_stack_name(stack)}.yaml"
 
 
+def stack_flags(stack: str, stacks_dir: Path = STACKS_DIR) -> str:
+    """The `labctl` flags that name a stack, `--stacks-dir` only where it is not stacks/."""
+    where = "" if Path(stacks_dir).resolve() == STACKS_DIR else f" --stacks-dir {stacks_dir}"
+    return f"--stack {stack}{where}"
+
+
 def read_stack_values(path: Path) -> dict[str, Any]:
     """The `k8scifar:*` values of a stack file, prefix stripped; ConfigError when unreadable."""
     if not path.is_file():
@@ -1034,14 +1097,58 @@ def read_stack_values(path: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     problems = []
     for key, value in config.items():
-        project, _, name = str(key).partition(":")
-        if project != PROJECT or not name:
-            problems.append(f"{key}: keys must be written k8scifar:NAME")
-        else:
+        namespace, name = _config_key(str(key))
+        if not name:
+            problems.append(f"{key}: keys must be written {PROJECT}:NAME, or NAMESPACE:NAME for others' keys")
+        elif namespace != PROJECT and get_close_matches(namespace, [PROJECT], cutoff=0.75):
+            problems.append(f"{key}: no such namespace {namespace!r}; the lab's keys are {PROJECT}:{name}")
+        elif namespace == PROJECT and _encrypted(value):
+            problems.append(_encrypted_problem(f"{PROJECT}:{name}"))
+        elif namespace == PROJECT:
             values[name] = value
+        # Other namespaces' keys (kubernetes:*, pulumi:*, a provider's) are theirs, as in `pulumi up`.
     if problems:
         raise ConfigError(str(path), problems)
     return values
+
+
+def _config_key(key: str) -> tuple[str, str]:
+    """(namespace, name) as Pulumi reads a stack file's key: `NAMESPACE:NAME`, or the older
+    `NAMESPACE:config:NAME` (pulumi/pulumi sdk/go/common/resource/config/key.go, ParseKey); a
+    name of "" when the key is neither."""
+    parts = key.split(":")
+    if len(parts) == 2 and all(parts):
+        return parts[0], parts[1]
+    if len(parts) == 3 and parts[1] == "config" and parts[0] and parts[2]:
+        return parts[0], parts[2]
+    return key, ""
+
+
+def _encrypted(value: Any) -> bool:
+    """Whether `value` holds a `secure:` value anywhere (Pulumi writes `{secure: CIPHERTEXT}`)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            if list(item) == ["secure"] and isinstance(item["secure"], str):
+                return True
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return False
+
+
+def _encrypted_problem(key: str) -> str:
+    # Every value of the lab ends up in plain text in the inventory, the state and on the nodes:
+    # encrypting it in the stack file would only pretend to keep it secret.
+    return (
+        f"{key}: is stored encrypted (secure:), but the lab keeps no value of its stack"
+        " file secret; set it in plain text (`pulumi config set` without --secret)"
+    )
+
+
+class _UnreadableValue(yaml.constructor.ConstructorError):
+    """Valid YAML holding a value Python cannot read."""
 
 
 class _StackLoader(yaml.SafeLoader):
@@ -1067,6 +1174,22 @@ class _StackLoader(yaml.SafeLoader):
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        # Python refuses to read an integer of more than 4300 digits (sys.get_int_max_str_digits).
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise _UnreadableValue(
+                None,
+                None,
+                f"a number of {len(str(node.value))} digits, far beyond what any key takes;"
+                " write the value the key needs",
+                node.start_mark,
+            ) from None
+
+
+_StackLoader.add_constructor("tag:yaml.org,2002:int", _StackLoader.construct_yaml_int)
+
 
 def load_yaml(path: Path) -> Any:
     """A YAML file's content; ConfigError naming the file, line and column when it cannot be read."""
@@ -1087,9 +1210,18 @@ def load_yaml(path: Path) -> Any:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = " ".join(str(err.problem or err.context or "unreadable").split())
         fix = "" if ";" in problem else "; fix the file at that position"
-        raise ConfigError(where, [f"not valid YAML: {problem}{fix}"]) from None
+        kind = "" if isinstance(err, _UnreadableValue) else "not valid YAML: "
+        raise ConfigError(where, [f"{kind}{problem}{fix}"]) from None
     except yaml.YAMLError as err:
         raise ConfigError(str(path), [f"not valid YAML: {' '.join(str(err).split())}"]) from None
+    except RecursionError:
+        raise ConfigError(
+            str(path),
+            [
+                "nested too deeply to read (lists or mappings inside each other); a stack file"
+                " needs a few levels at most"
+            ],
+        ) from None
 
 
 def load_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> LabConfig:
@@ -1118,12 +1250,7 @@ def from_pulumi() -> LabConfig:
     problems = []
     for key in sorted(k for k in names if k.startswith(prefix)):
         if runtime_config.is_config_secret(key):
-            # Every value of the lab ends up in plain text in the inventory, the state and on the
-            # nodes: encrypting it in the stack file would only pretend to keep it secret.
-            problems.append(
-                f"{key}: is stored encrypted (secure:), but the lab keeps no value of its stack"
-                " file secret; set it in plain text (`pulumi config set` without --secret)"
-            )
+            problems.append(_encrypted_problem(key))
             continue
         values[key.removeprefix(prefix)] = _from_text(runtime_config.get_config(key))
     source = f"stack {pulumi.get_stack()!r}"

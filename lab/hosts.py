@@ -73,21 +73,29 @@ def bootstrap_inputs(
     }
 
 
-def _run(props: dict[str, Any], playbook: str, secret_vars: dict[str, Any] | None = None) -> PlaybookResult:
+def runner_dir(stack: str) -> Path:
+    """ansible-runner's work directory for the stack's playbooks (their logs are kept there)."""
+    return stack_state_dir(stack) / "ansible-runner"
+
+
+def _run(
+    props: dict[str, Any], playbook: str, secret_vars: dict[str, Any] | None = None, verbose: bool = False
+) -> PlaybookResult:
     """Run `playbook` for the stored `props` with this checkout's Ansible tree and state."""
     stack = props["stack"]
     return run_playbook(
-        stack_state_dir(stack) / "ansible-runner",
+        runner_dir(stack),
         playbook,
         with_known_hosts(props["inventory"], known_hosts_file(stack)),
         props["extravars"],
         secret_vars=secret_vars,
+        verbose=verbose,
     )
 
 
-def _site(props: dict[str, Any], token: dict[str, str]) -> dict[str, Any]:
+def _site(props: dict[str, Any], token: dict[str, str], verbose: bool) -> dict[str, Any]:
     """Run site.yml with `props`; the outputs the resource keeps."""
-    result = _run(props, "site.yml", secret_vars=playbook_secrets(token))
+    result = _run(props, "site.yml", secret_vars=playbook_secrets(token), verbose=verbose)
     raw = result.stats.get("lab_kubeconfig", "")
     return {
         **props,
@@ -99,20 +107,27 @@ def _site(props: dict[str, Any], token: dict[str, str]) -> dict[str, Any]:
 
 
 class HostBootstrapProvider(ResourceProvider):
-    """create/update: site.yml; delete: reset.yml; diff: content hash (or an explicit re-run)."""
+    """create/update: site.yml; delete: reset.yml; diff: content hash (or an explicit re-run).
+
+    `verbose`: every task's line on stderr, not only a line per play and host.
+    """
+
+    def __init__(self, verbose: bool = False) -> None:
+        super().__init__()
+        self.verbose = verbose
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(f"hosts-{props['stack']}", _site(props, new_tokens()))
+        return CreateResult(f"hosts-{props['stack']}", _site(props, new_tokens(), self.verbose))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         asked = bool(news.get("rerun")) and news.get("rerun") != olds.get("rerun")
         return DiffResult(changes=asked or olds.get("content_hash") != news.get("content_hash"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(_site(news, kept_tokens(olds["token"])))
+        return UpdateResult(_site(news, kept_tokens(olds["token"]), self.verbose))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        _run(props, "reset.yml")
+        _run(props, "reset.yml", verbose=self.verbose)
 
 
 class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):

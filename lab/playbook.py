@@ -6,9 +6,10 @@ forks, and a fork taken while gRPC threads run dies (SIGSEGV or SIGABRT) before 
 starts in a large share of runs (pulumi/pulumi#9110, #18849; grpc/grpc#13873). So `run_playbook`
 starts `python -m lab.playbook_process` with `subprocess` (fork and exec in one step, no Python
 code between them), hands it the request, secrets included, on stdin and reads the result, the
-kubeconfig included, from its stdout: neither touches disk or a command line. Progress lines
-(one per task result and a recap per host) reach the operator on stderr as they happen; a failure
-raises PlaybookError naming the host, the task and the module's message. Values the playbook
+kubeconfig included, from its stdout: neither touches disk or a command line. Progress (a line
+per play and host, each failure in full: lab.playbook_progress) reaches the operator on stderr as
+it happens, every task's line the run's log (log_file); a failure raises PlaybookError naming the
+host, the task and the module's message. Values the playbook
 returns with `set_stats` come back in the result (the fact cache is empty with ansible-core 2.19).
 
 Secrets never reach ansible-runner's artifacts: the process gets only the environment variables
@@ -23,15 +24,18 @@ before ansible-runner writes the event to disk.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,10 +63,13 @@ KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ
 class PlaybookError(RuntimeError):
     """A playbook run that did not succeed; the message names host, task and the module's words."""
 
-    def __init__(self, playbook: str, failures: list[Failure], status: str, output: str = "") -> None:
+    def __init__(
+        self, playbook: str, failures: list[Failure], status: str, output: str = "", log: str = ""
+    ) -> None:
         self.playbook = playbook
         self.failures = failures
         self.status = status
+        self.log = log  # the run's full log, every task's line
         if failures:
             detail = "\n".join(f"  - {f}" for f in failures)
         else:
@@ -75,9 +82,12 @@ class PlaybookError(RuntimeError):
 class Failure:
     host: str
     task: str
-    message: str
+    message: str  # for an unreachable host: the line that says what to check
+    unreachable: bool = False
 
     def __str__(self) -> str:
+        if self.unreachable:
+            return self.message
         return f"host {self.host}, task {self.task!r}: {self.message}"
 
 
@@ -90,6 +100,7 @@ class PlaybookResult:
     ok: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    log: str = ""  # the run's full log, every task's line
 
     @property
     def total_changed(self) -> int:
@@ -107,6 +118,9 @@ class Request:
     secret_vars: dict[str, Any]
     ansible_dir: str
     quiet: bool
+    control_dir: str
+    verbose: bool
+    log: str
 
 
 @dataclass(frozen=True)
@@ -181,6 +195,7 @@ def run_playbook(
     secret_vars: Mapping[str, Any] | None = None,
     ansible_dir: Path = ANSIBLE_DIR,
     quiet: bool = False,
+    verbose: bool = False,
 ) -> PlaybookResult:
     """Run `ansible_dir/playbooks/<playbook>` (e.g. "site.yml") against `inventory`.
 
@@ -191,7 +206,9 @@ def run_playbook(
     extravars: non-secret extra variables (they appear in ansible-runner's command artifact).
     secret_vars: variables that must stay secret (tokens); they reach ansible-playbook through a
         0600 file that exists only while the playbook runs. Tasks using them must set `no_log`.
-    quiet: print nothing; otherwise one line per task result and a recap per host go to stderr.
+    quiet: print nothing; otherwise a line per play and host, and each failure in full, go to
+        stderr (lab.playbook_progress).
+    verbose: every task's line to stderr as well; it always goes to the run's log, log_file().
     Returns the per-host counts and the `set_stats` values; raises PlaybookError on failure.
     """
     workdir = Path(workdir)
@@ -204,19 +221,32 @@ def run_playbook(
         dict(secret_vars or {}),
         str(Path(ansible_dir).resolve()),
         quiet,
+        str(control_dir(workdir)),
+        verbose,
+        str(log_file(workdir, playbook)),
     )
     with _exclusive(workdir):
         _kill_stragglers(workdir)
+        close_connections(workdir)
         _scrub_secrets(workdir)
+        _private_dir(control_dir(workdir))
         try:
             answer, returncode = _run_process(request, _new_mark(workdir))
         finally:
             _scrub_secrets(workdir)
+            close_connections(workdir)
+    log = str(log_file(workdir, playbook))
     if answer is None:
-        raise PlaybookError(playbook, [], _how_it_ended(returncode))
+        raise PlaybookError(playbook, [], _how_it_ended(returncode), log=log)
     if answer.result is None:
-        raise PlaybookError(playbook, answer.failures, answer.status, answer.output)
+        raise PlaybookError(playbook, answer.failures, answer.status, answer.output, log)
+    answer.result.log = log
     return answer.result
+
+
+def log_file(workdir: Path, playbook: str) -> Path:
+    """The full log of the latest run of `playbook` in `workdir` (0600): every task's line."""
+    return workdir.resolve() / f"{Path(playbook).stem}.log"
 
 
 def _run_process(request: Request, mark: str) -> tuple[Outcome | None, int]:
@@ -264,18 +294,62 @@ def _kill_stragglers(workdir: Path) -> None:
     stop (or that lost its ansible-playbook to the hang-up of their terminal) goes on with the
     run's variables, the secret ones included. The process calling this is spared.
     """
+    wanted = _run_mark(workdir)
+    if wanted is not None:
+        _signal_own(signal.SIGKILL, lambda proc: wanted in (proc / "environ").read_bytes().split(b"\0"))
+
+
+def _run_mark(workdir: Path) -> bytes | None:
+    """`RUN_MARK=<mark>` of the last run in `workdir`, as its processes' environments hold it."""
     try:
-        mark = (workdir / MARK_FILE).read_text().strip()
+        return f"{RUN_MARK}={(workdir / MARK_FILE).read_text().strip()}".encode()
     except FileNotFoundError:
-        return
-    wanted = f"{RUN_MARK}={mark}".encode()
+        return None
+
+
+def control_dir(workdir: Path) -> Path:
+    """Where ssh keeps the connections Ansible reuses (ControlPersist, ansible-core's ssh plugin:
+    `-o ControlMaster=auto -o ControlPersist=60s`) for runs in `workdir`: a folder of its own,
+    not the shared ~/.ansible/cp, so that its masters can be found and closed, and a short path,
+    for a socket's path holds at most 108 bytes on Linux (unix(7), sun_path)."""
+    digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"k8scifar-ssh-{digest}"
+
+
+def _private_dir(path: Path) -> None:
+    """`path` as a folder only this user can enter (made now, or found so): a folder in /tmp that
+    someone else made could hand them the connections to the nodes."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    found = path.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise RuntimeError(f"{path} is not a private folder of this user; remove it and run again")
+
+
+def close_connections(workdir: Path) -> None:
+    """End the ssh connection masters of runs in `workdir`: each would otherwise keep a login to a
+    node for a minute after the run (longer, hung, when the node went away), unseen. Each master
+    is asked through its own socket in the run's control folder (ssh(1) `-O exit`), so nothing is
+    chosen by what a process's command line says (anyone can write one); ssh rewrites its
+    arguments and environment as its title, so neither would tell a master apart anyway.
+    Both processes of a run call it: the playbook process outlives an operator's that was killed."""
+    folder = control_dir(workdir)
+    sockets = [p for p in folder.iterdir() if p.is_socket()] if folder.is_dir() else []
+    for socket in sockets:
+        # The destination is required on the command line and unused: the socket names the master.
+        ask = ["ssh", "-o", f'ControlPath="{socket}"', "-O", "exit", "lab-node"]
+        subprocess.run(ask, stdin=subprocess.DEVNULL, capture_output=True, timeout=15, check=False)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _signal_own(sig: signal.Signals, chosen: Callable[[Path], bool]) -> None:
+    """Send `sig` to every process of this user but the caller whose /proc folder is `chosen`."""
     me, uid = os.getpid(), os.geteuid()
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             if int(proc.name) == me or proc.stat().st_uid != uid:
                 continue
-            if wanted in (proc / "environ").read_bytes().split(b"\0"):
-                os.kill(int(proc.name), signal.SIGKILL)
+            if chosen(proc):
+                os.kill(int(proc.name), sig)
         except (OSError, ProcessLookupError):
             continue
 
@@ -293,15 +367,23 @@ def stop_playbook(leader: int | None, workdir: Path) -> None:
             while not _gone(leader) and time.monotonic() < deadline:
                 time.sleep(0.05)
     except ProcessLookupError:
-        pass
-    _kill_stragglers(workdir)
+        pass  # ended before it was asked to
+    finally:
+        # Whatever happened to the leader, its workers may hold the run's secrets.
+        _kill_stragglers(workdir)
 
 
 def _gone(pid: int) -> bool:
-    """Whether `pid` has ended (a zombie waiting for its new parent to reap it has)."""
-    os.kill(pid, 0)  # ProcessLookupError once it is reaped
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    """Whether `pid` has ended (a zombie waiting for its new parent to reap it has).
+
+    The process may be reaped at any moment, its /proc entry going with it: a read that finds
+    nothing means it has ended, so the entry is read once, never checked first.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 __all__ = [

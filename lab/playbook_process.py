@@ -34,8 +34,10 @@ from lab.playbook import (
     Outcome,
     PlaybookResult,
     Request,
+    close_connections,
     stop_playbook,
 )
+from lab.playbook_progress import Progress
 
 # Events that end a task on one host, and the word shown for each.
 _RESULT_EVENTS = {
@@ -71,17 +73,13 @@ def _message(result: Mapping[str, Any]) -> str:
 
 
 class _Recorder:
-    """Follows the event stream: prints progress, collects failures, counts and set_stats data."""
+    """Follows the event stream: reports progress, collects failures, counts and set_stats data."""
 
-    def __init__(self, playbook: str, out: TextIO | None, started: Callable[[int], None]) -> None:
+    def __init__(self, playbook: str, progress: Progress, started: Callable[[int], None]) -> None:
         self.result = PlaybookResult(playbook)
         self.failures: list[Failure] = []
-        self.out = out
+        self.progress = progress
         self.started = started
-
-    def _say(self, line: str) -> None:
-        if self.out is not None:
-            print(line, file=self.out, flush=True)
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -89,27 +87,36 @@ class _Recorder:
         if kind == "playbook_on_start":
             self.started(event["pid"])
         elif kind == "playbook_on_play_start":
-            self._say(f"PLAY {data.get('name') or data.get('play', '')}")
+            self.progress.play_start(data.get("name") or data.get("play", ""))
         elif kind in _RESULT_EVENTS:
             self._task_result(kind, data)
         elif kind == "playbook_on_stats":
+            self.progress.end_play()
             self._stats(data)
         return True
 
     def _task_result(self, kind: str, data: dict[str, Any]) -> None:
         host, task = data.get("host", "?"), data.get("task", "?")
         res = data.get("res") or {}
+        if kind == "runner_on_unreachable":
+            # no_log hides even ssh's reason: the line then says where to look instead.
+            reason = "no_log hides what ssh said" if "censored" in res else _message(res)
+            line = self.progress.unreachable(host, task, reason)
+            self.failures.append(Failure(host, task, line, unreachable=True))
+            return
+        if kind == "runner_on_failed" and not data.get("ignore_errors"):
+            self.failures.append(Failure(host, task, _message(res)))
+            self.progress.failed(host, task, _message(res))
+            return
         status = _RESULT_EVENTS[kind]
         if kind == "runner_on_ok" and res.get("changed"):
             status = "changed"
         elif kind == "runner_on_ok" and "censored" in res:
             status = "no_log"  # a hidden result does not say whether it changed anything
-        if kind == "runner_on_failed" and data.get("ignore_errors"):
+        elif kind == "runner_on_failed":
             status = "failed (ignored)"
-        elif kind in {"runner_on_failed", "runner_on_unreachable"}:
-            self.failures.append(Failure(host, task, _message(res)))
-        said = f": {res['msg']}" if data.get("task_action") in _DEBUG_ACTIONS and res.get("msg") else ""
-        self._say(f"  {status:<11} {host}: {task}{said}")
+        said = str(res["msg"]) if data.get("task_action") in _DEBUG_ACTIONS and res.get("msg") else ""
+        self.progress.result(host, task, data.get("role", ""), status, said)
 
     def _stats(self, data: dict[str, Any]) -> None:
         # Keep the set_stats payload in memory only: it may carry the kubeconfig.
@@ -121,16 +128,23 @@ class _Recorder:
             self.result.ok[host] = data.get("ok", {}).get(host, 0)
             self.result.skipped[host] = data.get("skipped", {}).get(host, 0)
             failed = data.get("failures", {}).get(host, 0) + data.get("dark", {}).get(host, 0)
-            self._say(
-                f"RECAP {host}: ok={self.result.ok[host]} changed={self.result.changed[host]}"
-                f" skipped={self.result.skipped[host]} failed={failed}"
-            )
+            counts = {
+                "ok": self.result.ok[host],
+                "changed": self.result.changed[host],
+                "skipped": self.result.skipped[host],
+                "failed": failed,
+            }
+            self.progress.recap(host, counts)
+
+
+def _private_file(path: Path) -> TextIO:
+    """`path` opened for writing, emptied, readable by this user alone."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w")
 
 
 def _write_private(directory: Path, name: str, content: str) -> Path:
     path = directory / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
+    with _private_file(path) as handle:
         handle.write(content)
     return path
 
@@ -142,30 +156,43 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
     """
     workdir = Path(request.workdir)
     ansible_dir = Path(request.ansible_dir)
-    recorder = _Recorder(request.playbook, None if request.quiet else sys.stderr, started)
     # The directory (0700) and its file go when the run ends, however it ends short of a kill;
     # lab.playbook removes what a killed process left.
-    with tempfile.TemporaryDirectory(prefix=SECRETS_PREFIX, dir=workdir) as secrets_dir:
+    with (
+        tempfile.TemporaryDirectory(prefix=SECRETS_PREFIX, dir=workdir) as secrets_dir,
+        _private_file(Path(request.log)) as log,
+    ):
+        out = None if request.quiet else sys.stderr
+        progress = Progress(out, log, request.verbose, request.inventory)
+        recorder = _Recorder(request.playbook, progress, started)
         cmdline = None
         if request.secret_vars:
             path = _write_private(Path(secrets_dir), "vars.json", json.dumps(mark(request.secret_vars)))
             # ansible-runner splits its cmdline as a shell would: a folder with a space stays one word.
             cmdline = shlex.join(["-e", f"@{path}"])
-        runner = ansible_runner.run(
-            private_data_dir=str(workdir),
-            project_dir=str(ansible_dir),
-            playbook=f"playbooks/{request.playbook}",
-            # Data, never templates: lab.ansible_data says why.
-            inventory=mark(request.inventory),
-            extravars=mark(request.extravars),
-            cmdline=cmdline,
-            envvars={"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"), **_HOST_KEYS_CHECKED},
-            suppress_env_files=True,
-            quiet=True,
-            event_handler=recorder,
-            cancel_callback=cancelled,
-            rotate_artifacts=5,
-        )
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(workdir),
+                project_dir=str(ansible_dir),
+                playbook=f"playbooks/{request.playbook}",
+                # Data, never templates: lab.ansible_data says why.
+                inventory=mark(request.inventory),
+                extravars=mark(request.extravars),
+                cmdline=cmdline,
+                envvars={
+                    "ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"),
+                    "ANSIBLE_SSH_CONTROL_PATH_DIR": request.control_dir,
+                    **_HOST_KEYS_CHECKED,
+                },
+                suppress_env_files=True,
+                quiet=True,
+                event_handler=recorder,
+                cancel_callback=cancelled,
+                rotate_artifacts=5,
+            )
+        finally:
+            # This process outlives an operator's that was killed: it ends the run's logins too.
+            close_connections(workdir)
     if runner.status != "successful" or recorder.failures:
         output = runner.stdout.read() if runner.stdout else ""
         return Outcome(None, recorder.failures, runner.status, output)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
-from lab.config import Distribution, LabConfig
+from lab.config import STACKS_DIR, Distribution, LabConfig, stack_flags
 from lab.ssh import Remote
 
 # Exit code of the remote script when the node has no cluster to ask.
@@ -18,12 +19,16 @@ KUBECTL = {
 }
 
 
-def no_cluster(cfg: LabConfig, stack: str) -> str:
-    """The one line for a lab whose server runs no Kubernetes yet."""
-    return (
-        f"no cluster on {cfg.server.name} ({cfg.server.address}) yet;"
-        f" bring it up with `pulumi up --stack {stack}` (or `labctl hosts up --stack {stack}`)"
+def no_cluster(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> str:
+    """The one line for a lab whose server runs no Kubernetes yet. `pulumi up` reads stack files
+    from stacks/ only (Pulumi.yaml's stackConfigDir): elsewhere, `labctl hosts up` is the way."""
+    hosts_up = f"`labctl hosts up {stack_flags(stack, stacks_dir)}`"
+    how = (
+        f"`pulumi up --stack {stack}` (or {hosts_up})"
+        if Path(stacks_dir).resolve() == STACKS_DIR
+        else hosts_up
     )
+    return f"no cluster on {cfg.server.name} ({cfg.server.address}) yet; bring it up with {how}"
 
 
 def cluster_probe(cfg: LabConfig) -> str:

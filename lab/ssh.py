@@ -121,8 +121,16 @@ class Remote:
     def unreachable(self, stderr: str) -> str:
         """The one-line message for a failed connection, from ssh's own last word on it."""
         reason = (stderr.strip().splitlines() or ["no reason given"])[-1]
-        return (
-            f"{self.node.name} ({self.target}, port {self.ssh.port}): cannot log in over SSH ({reason});"
-            f" check the address, that the machine is up, and that {self.ssh.key_path}.pub is in"
-            f" ~{self.node.user}/.ssh/authorized_keys there"
+        return login_problem(
+            self.node.name, self.node.user, self.node.address, self.ssh.port, self.ssh.key_path, reason
         )
+
+
+def login_problem(name: str, user: str, address: str, port: int | str, key_path: str, reason: str) -> str:
+    """The one line for a node that could not be logged in to, with what to check: doctor's, and
+    the bootstrap's for a node Ansible could not reach."""
+    return (
+        f"{name} ({user}@{address}, port {port}): cannot log in over SSH ({reason});"
+        f" check the address, that the machine is up, and that {key_path}.pub is in"
+        f" ~{user}/.ssh/authorized_keys there"
+    )

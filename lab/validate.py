@@ -41,7 +41,7 @@ class Outcome:
     detail: str = ""
 
     def __str__(self) -> str:
-        line = f"{MARKS[self.status]:<5} {self.check.removeprefix('test_').replace('_', ' ')}: {self.host}"
+        line = f"{MARKS[self.status]:<5} {_words(self.check)}: {self.host}"
         return f"{line}\n      {self.detail}" if self.detail else line
 
 
@@ -109,15 +109,37 @@ def _first_line(message: str) -> str:
 
 
 def print_report(outcomes: list[Outcome], out: TextIO) -> None:
-    """One line per check and result, naming the nodes it holds for; failures first."""
+    """A line per check and result, naming the nodes it holds for, failures first; the checks
+    skipped for one reason share a line, so the reason is said once. The summary counts checks,
+    as the lines name them, not check-and-node results."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for o in outcomes:
         groups.setdefault((o.status, o.check, o.detail), []).append(o.host)
+    skipped: dict[str, dict[str, str]] = {}  # reason -> check -> its nodes
     order = list(MARKS)
     for (status, check, detail), hosts in sorted(groups.items(), key=lambda g: order.index(g[0][0])):
-        print(Outcome(check, ", ".join(hosts), status, detail), file=out)
-    counts = {status: sum(o.status == status for o in outcomes) for status in MARKS}
+        if status == "skipped":
+            skipped.setdefault(detail, {})[_words(check)] = ", ".join(hosts)
+        else:
+            print(Outcome(check, ", ".join(hosts), status, detail), file=out)
+    for detail, checks in skipped.items():
+        print(Outcome(*_skipped_checks(checks), "skipped", detail), file=out)
+    counts = {status: len({o.check for o in outcomes if o.status == status}) for status in MARKS}
     print(", ".join(f"{n} {status}" for status, n in counts.items() if n) or "no checks ran", file=out)
+
+
+def _words(check: str) -> str:
+    return check.removeprefix("test_").replace("_", " ")
+
+
+def _skipped_checks(checks: dict[str, str]) -> tuple[str, str]:
+    """(what, where) of checks skipped for one reason: their names and their nodes, or each
+    check with its own nodes where those differ."""
+    if len(checks) == 1:
+        return next(iter(checks.items()))
+    if len(set(checks.values())) == 1:
+        return f"{len(checks)} checks ({', '.join(checks)})", next(iter(checks.values()))
+    return f"{len(checks)} checks", "; ".join(f"{check} on {hosts}" for check, hosts in checks.items())
 
 
 def _node_problem(lab: LabConfig, stack: str, node: Node) -> str | None:
@@ -157,7 +179,7 @@ def validate(
         return 2
     problems = reach_problems(lab, stack)
     if not problems and not after_reset and lab.installs_kubernetes and not has_cluster(lab, stack):
-        problems = [no_cluster(lab, stack)]
+        problems = [no_cluster(lab, stack, stacks_dir)]
     if problems:
         print("\n".join(problems), file=out)
         return 2

@@ -5,4 +5,7 @@ needs hosts from an inventory, so the default run leaves it out. The integration
 against the local test machines.
 """
 
+# The test sshd's fixtures, declared once for the whole suite: tests/support/sshd.py says why.
+from tests.support.sshd import _sshd_daemon, sshd  # noqa: F401
+
 collect_ignore = ["cluster"]

@@ -168,7 +168,8 @@ def _train(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     published = args.require_cifar10
     splits = (data.load(args.data, True, published), data.load(args.data, False, published))
-    config = resolve(options, len(splits[0].labels), len(splits[1].labels))
+    trained_on = data.provenance(args.data, published)
+    config = resolve(options, len(splits[0].labels), len(splits[1].labels), trained_on)
     where = train.RunOptions(
         run_dir=run_dir,
         backend=distributed.choose_backend(args.backend),
@@ -242,10 +243,11 @@ def _sweep(args: argparse.Namespace) -> int:
     rows = report.collect(args.dir)
     parameters = report.varied(rows)
     print(report.table(rows, parameters))
+    print(report.trained_on(rows))
     if args.plot:
         from trainer import plots
 
-        plots.sweep(rows, parameters, args.plot)
+        plots.sweep(rows, parameters, args.plot, report.trained_on(rows))
         print(f"plot written to {args.plot}")
     return 0
 

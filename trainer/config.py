@@ -36,6 +36,7 @@ class TrainConfig:
     sync_batchnorm: bool
     train_images: int
     test_images: int
+    trained_on: str  # contract.CIFAR10 or contract.GENERATED
 
     def hyperparameters(self) -> dict[str, Any]:
         return asdict(self)
@@ -45,7 +46,7 @@ class TrainConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def resolve(options: dict[str, Any], train_images: int, test_images: int) -> TrainConfig:
+def resolve(options: dict[str, Any], train_images: int, test_images: int, trained_on: str) -> TrainConfig:
     """Fill the options left unset (None) from the model's recipe."""
     recipe = RECIPES[options["model"]]
 
@@ -70,6 +71,7 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int) -> Tra
         sync_batchnorm=bool(options.get("sync_batchnorm", False)),
         train_images=train_images,
         test_images=test_images,
+        trained_on=trained_on,
     )
 
 

@@ -45,6 +45,13 @@ CURVES_FILE = "curves.png"
 CHECKPOINTS_DIR = "checkpoints"
 LATEST_CHECKPOINT = "latest"
 RUN_FILES = (STATUS_FILE, SUMMARY_FILE, METRICS_FILE)
+# What a run trained on, named in its summary, its status and every metrics line (and on its
+# curves): CIFAR-10's own files, checked against their published sums, or a set in CIFAR-10's
+# format that `data synthetic` generated (tests, `labctl try` without a download), whose accuracy
+# says nothing about CIFAR-10.
+TRAINED_ON = "trained_on"
+CIFAR10 = "CIFAR-10"
+GENERATED = "a generated CIFAR-format set, NOT CIFAR-10"
 
 AIRBENCH = "airbench"
 RESNET9 = "resnet9"

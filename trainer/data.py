@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.contract import DATASET_FOLDER, META_FILE, TEST_FILE, TRAIN_FILES
+from trainer.contract import CIFAR10, DATASET_FOLDER, GENERATED, META_FILE, TEST_FILE, TRAIN_FILES
 from trainer.errors import TrainerError
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -65,13 +65,19 @@ def load(root: Path, train: bool, require_published: bool = False) -> Split:
     )
 
 
+def provenance(root: Path, require_published: bool = False) -> str:
+    """What `load` reads under `root`: CIFAR-10 (held to its published sums) or a generated set
+    (held to the manifest `data synthetic` writes beside it)."""
+    manifest = root / DATASET_FOLDER / MANIFEST
+    return CIFAR10 if require_published or not manifest.is_file() else GENERATED
+
+
 def _expected_sums(folder: Path, require_published: bool) -> dict[str, tuple[str, str]]:
     """File name to (hash algorithm, hex digest) the batches must match."""
-    manifest = folder / MANIFEST
-    if require_published or not manifest.is_file():
+    if provenance(folder.parent, require_published) == CIFAR10:
         return {name: ("md5", md5) for name, md5 in published_md5s().items()}
     sums = {}
-    for line in manifest.read_text().splitlines():
+    for line in (folder / MANIFEST).read_text().splitlines():
         digest, _, name = line.partition("  ")
         sums[name] = ("sha256", digest)
     return sums

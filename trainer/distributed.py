@@ -33,6 +33,8 @@ DEFAULT_TIMEOUT_SECONDS = 300
 # the GPU read back by the host). At airbench's 6 ms a step that is 0.1 s of delay, far inside
 # torchrun's 30 s between SIGTERM and SIGKILL; a slower step (a wider net) still fits 16 of them.
 STOP_CHECK_STEPS = 16
+# A TCP port is 16 bits; torch's store takes a larger one as is and fails deep inside.
+MAX_PORT = 65535
 # The longest text ranks exchange (a device name, a checkpoint's file name), in UTF-8 bytes.
 MAX_TEXT_BYTES = 255
 
@@ -61,13 +63,14 @@ def _first(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
     return None
 
 
-def _integer(name: str, value: str, minimum: int) -> int:
+def _integer(name: str, value: str, minimum: int, maximum: int | None = None) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise JobEnvironmentError(f"{name}={value!r} is not an integer") from None
-    if number < minimum:
-        raise JobEnvironmentError(f"{name}={number} must be at least {minimum}")
+        raise JobEnvironmentError(f"{name}={value[:40]!r} is not an integer") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+        raise JobEnvironmentError(f"{name}={number} must be {bounds}")
     return number
 
 
@@ -112,7 +115,7 @@ def topology(env: Mapping[str, str]) -> Topology:
         world_size=world_size,
         local_rank=_integer(*local, minimum=0) if local else 0,
         master_addr=addr[1],
-        master_port=_integer(*port, minimum=1),
+        master_port=_integer(*port, minimum=1, maximum=MAX_PORT),
     )
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.contract import SUMMARY_FILE
+from trainer.contract import SUMMARY_FILE, TRAINED_ON
 from trainer.sweep import PARAMETERS, SweepError
 
 
@@ -26,6 +26,12 @@ def varied(rows: list[dict[str, Any]]) -> list[str]:
     names = [n for n in PARAMETERS if n in rows[0]["hyperparameters"]]
     differing = [n for n in names if len({json.dumps(r["hyperparameters"][n]) for r in rows}) > 1]
     return differing or names
+
+
+def trained_on(rows: list[dict[str, Any]]) -> str:
+    """What the runs trained on, in words (a run from before it was recorded says so)."""
+    found = sorted({str(row.get(TRAINED_ON, "data not recorded")) for row in rows})
+    return f"trained on {' and '.join(found)}"
 
 
 def table(rows: list[dict[str, Any]], parameters: list[str]) -> str:

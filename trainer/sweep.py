@@ -177,13 +177,35 @@ def select(path: Path, index: int) -> dict[str, Any]:
     return {name: _value(name, value, f"in {path} set {index}") for name, value in chosen.items()}
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys, refused when one is written twice: json keeps the last without a word
+    (RFC 8259, section 4: the names within an object SHOULD be unique)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        content = json.loads(path.read_text())
+        content = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
     except FileNotFoundError:
         raise SweepError(f"{what} {path} does not exist") from None
     except json.JSONDecodeError as err:
         raise SweepError(f"{what} {path} is not valid JSON: {err}") from None
+    except _DuplicateKey as err:
+        raise SweepError(f"{what} {path} names {str(err)!r} twice in one object; keep one of them") from None
+    except RecursionError:
+        raise SweepError(
+            f"{what} {path} is nested too deeply to read; a sweep file is a few levels deep"
+            " (write it with `python -m trainer sweep generate`)"
+        ) from None
     if not isinstance(content, dict):
         raise SweepError(f"{what} {path} must hold a JSON object")
     return content

@@ -24,7 +24,7 @@ import torch
 
 from trainer import checkpoint, data, distributed, handoff, plots, readiness
 from trainer.config import ConfigurationError, TrainConfig, code_hash
-from trainer.contract import CURVES_FILE
+from trainer.contract import CURVES_FILE, TRAINED_ON
 from trainer.loader import Normalise, Shard, TrainLoader, few_steps_warning, to_device
 from trainer.metrics import RunFolder, progress_line
 from trainer.model import RECIPES, build, param_groups
@@ -306,6 +306,7 @@ class Run:
             "epoch_seconds": seconds,
             "images_per_second": (p.step_in_epoch - begun_step) * self.config.batch_size / seconds,
             "restarts": p.restarts,
+            TRAINED_ON: self.config.trained_on,
         }
         if self.where.epoch_eval:
             began = time.monotonic()
@@ -362,6 +363,7 @@ class Run:
                 "rank_count": len(self.devices),
                 "restarts": p.restarts,
                 "config_hash": self.config.hash(),
+                TRAINED_ON: self.config.trained_on,
                 **fields,
             },
         )
@@ -372,6 +374,7 @@ class Run:
         if p.seconds_to_target is None and final_acc >= self.where.target_accuracy:
             p.seconds_to_target, p.epochs_to_target = p.train_seconds, self.config.epochs
         summary = {
+            TRAINED_ON: self.config.trained_on,
             "final_test_acc": final_acc,
             "final_test_loss": final_loss,
             "best_test_acc": max(accuracies),
@@ -399,13 +402,14 @@ class Run:
                 self.place.world_size,
                 self.where.target_accuracy,
                 self.config.label_smoothing,
+                self.config.trained_on,
             )
             plots.curves(p.history, self.folder.path / CURVES_FILE, labels)
             self.report_status("complete", best_test_acc=summary["best_test_acc"], final_test_acc=final_acc)
             print(
-                f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%),"
-                f" loss {final_loss:.4f}, {p.train_seconds:.1f} s of training on {self.place.world_size}"
-                " rank(s)",
+                f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%)"
+                f" on {self.config.trained_on}, loss {final_loss:.4f}, {p.train_seconds:.1f} s of training"
+                f" on {self.place.world_size} rank(s)",
                 flush=True,
             )
         return summary

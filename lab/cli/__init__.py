@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from lab.cli import doctor, hosts, init, render, results, status, try_local, validate, wait
 from lab.cli.console import CliError, print_error
+from lab.cli.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
 from lab.kubeconfig import KubeconfigError
 from lab.playbook import PlaybookError
@@ -32,10 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        with stopped_like_ctrl_c():
+            return args.handler(args)
     except EXPECTED as err:
         print_error(err)
         return 2
-    except KeyboardInterrupt:
-        print_error(CliError("interrupted"))
-        return 130
+    except Stopped as stop:
+        with contextlib.suppress(OSError):  # a closed terminal takes no more lines
+            print_error(CliError(str(stop)))
+        return stop.exit_code

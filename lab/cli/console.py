@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
 from enum import StrEnum
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from lab.config import ConfigError
 
@@ -56,6 +59,38 @@ def findings_table(title: str, findings: list[Finding]) -> Table:
     for f in findings:
         table.add_row(f.where, f.check, f"[{STYLE[f.level]}]{f.level}[/]", f.detail, f.fix)
     return table
+
+
+def findings_list(findings: list[Finding], width: int) -> list[Text]:
+    """The findings a paragraph each, wrapped between words to `width` (a word longer than the
+    line stays whole on a line of its own), for a terminal too narrow for the table."""
+    indent = " " * (max(len(level) for level in Level) + 1)
+    lines = []
+    for f in findings:
+        paragraphs = [f"{f.where}, {f.check}: {f.detail}"] + ([f"fix: {f.fix}"] if f.fix else [])
+        wrapped = [
+            line
+            for paragraph in paragraphs
+            for line in textwrap.wrap(
+                paragraph, width - len(indent), break_long_words=False, break_on_hyphens=False
+            )
+        ]
+        lines.append(Text.assemble((f"{f.level:<{len(indent)}}", STYLE[f.level]), wrapped[0]))
+        lines += [Text(indent + line) for line in wrapped[1:]]
+    return lines
+
+
+def print_findings(title: str, findings: list[Finding]) -> None:
+    """A table where each column is wide enough for its longest word, else a list: a table
+    folded to fit cuts addresses, paths and URLs in the middle."""
+    table = findings_table(title, findings)
+    unbounded = console.options.update_width(sys.maxsize)
+    if Measurement.get(console, unbounded, table).minimum <= console.width:
+        console.print(table)
+        return
+    console.print(title)
+    for line in findings_list(findings, console.width):
+        console.print(line, soft_wrap=True)
 
 
 def plural(count: int, word: str, many: str = "") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lab.cli import bandwidth, preflight
-from lab.cli.console import CliError, Finding, Level, console, findings_table, plural
+from lab.cli.console import CliError, Finding, Level, console, plural, print_findings
 from lab.cli.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
 from lab.cli.stackarg import add_stack_option, load
 from lab.config import Compression, LabConfig, Placement
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if len(cfg.nodes) > 1 and reachable and not args.no_bandwidth:
         with console.status(f"measuring the link between {cfg.nodes[0].name} and {cfg.nodes[1].name}"):
             findings.append(link_finding(cfg, args.stack, args.bandwidth_mib))
-    console.print(findings_table(f"labctl doctor --stack {args.stack}", findings))
+    print_findings(f"labctl doctor --stack {args.stack}", findings)
     counts = {level: sum(f.level is level for f in findings) for level in Level}
     warnings, errors = plural(counts[Level.WARNING], "warning"), plural(counts[Level.ERROR], "error")
     console.print(f"{counts[Level.OK]} ok, {warnings}, {errors}")

@@ -11,14 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lab.cli.console import console
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.console import CliError, console
+from lab.cli.stackarg import add_stack_option, flags, load
 from lab.config import LabConfig
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
+from lab.hosts import HostBootstrapProvider, bootstrap_inputs, runner_dir
 from lab.inventory import STATE_DIR, stack_state_dir
+from lab.playbook import PlaybookError, log_file
 
 RESOURCE_ID = "hosts-{stack}"
 
@@ -44,7 +48,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("action", choices=("up", "down"), help="up: site.yml; down: reset.yml")
     add_stack_option(parser)
+    add_verbose_option(parser)
     parser.set_defaults(handler=run)
+
+
+def add_verbose_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show every Ansible task's result as it comes, not a line per play and node (the full"
+        " log is kept either way)",
+    )
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -54,28 +68,54 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def up(cfg: LabConfig, stack: str) -> dict[str, Any]:
-    """site.yml on the stack's machines, as `pulumi up` creates or updates the bootstrap."""
+def up(cfg: LabConfig, stack: str, verbose: bool = False, log_copy: Path | None = None) -> dict[str, Any]:
+    """site.yml on the stack's machines, as `pulumi up` creates or updates the bootstrap.
+
+    `log_copy`: where the run's full log is copied to, however the run ends (and named then).
+    """
     inputs = bootstrap_inputs(cfg, stack)
-    provider = HostBootstrapProvider()
+    provider = HostBootstrapProvider(verbose)
     record = record_file(stack)
-    if record.exists():
-        outs = provider.update(RESOURCE_ID.format(stack=stack), json.loads(record.read_text()), inputs).outs
-    else:
-        outs = provider.create(inputs).outs
+    with _told_above(log_file(runner_dir(stack), "site.yml"), log_copy):
+        if record.exists():
+            old = json.loads(record.read_text())
+            outs = provider.update(RESOURCE_ID.format(stack=stack), old, inputs).outs
+        else:
+            outs = provider.create(inputs).outs
     _write_private(record, json.dumps(outs))
     if outs["kubeconfig"]:
         _write_private(kubeconfig_file(stack), outs["kubeconfig"])
     return outs
 
 
-def down(cfg: LabConfig, stack: str) -> None:
+def down(cfg: LabConfig, stack: str, verbose: bool = False) -> None:
     """reset.yml on the stack's machines, as `pulumi destroy` deletes the bootstrap."""
     record = record_file(stack)
     props = json.loads(record.read_text()) if record.exists() else bootstrap_inputs(cfg, stack)
-    HostBootstrapProvider().delete(RESOURCE_ID.format(stack=stack), props)
+    with _told_above(log_file(runner_dir(stack), "reset.yml")):
+        HostBootstrapProvider(verbose).delete(RESOURCE_ID.format(stack=stack), props)
     record.unlink(missing_ok=True)
     kubeconfig_file(stack).unlink(missing_ok=True)
+
+
+@contextmanager
+def _told_above(log: Path, log_copy: Path | None = None) -> Iterator[None]:
+    """A failed run's failures were shown in full as they came: end on one line that names the
+    nodes and the full log (`log`, or its copy), not on all of them again."""
+    kept = log_copy or log
+    try:
+        yield
+    except PlaybookError as err:
+        if not err.failures:
+            raise  # it ended before any task failed: its message is all there is
+        hosts = ", ".join(dict.fromkeys(f.host for f in err.failures))
+        why = "could not be reached" if all(f.unreachable for f in err.failures) else "failed"
+        raise CliError(
+            f"{err.playbook} stopped: {hosts} {why}, as said above; every task's line is in {kept}"
+        ) from None
+    finally:
+        if log_copy is not None and log.exists():
+            shutil.copyfile(log, log_copy)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,16 +123,16 @@ def run(args: argparse.Namespace) -> int:
     names = ", ".join(f"{n.name} ({n.address})" for n in cfg.nodes)
     if args.action == "down":
         console.print(f"reset.yml on {names}: removing what the lab installed")
-        down(cfg, args.stack)
+        down(cfg, args.stack, args.verbose)
         console.print(f"stack {args.stack}: the machines are as they were; the export's data is kept")
         return 0
     console.print(f"site.yml on {names}")
-    outs = up(cfg, args.stack)
+    outs = up(cfg, args.stack, args.verbose)
     changed = ", ".join(f"{host} {count} changed" for host, count in sorted(outs["changed"].items()))
     console.print(f"stack {args.stack}: bootstrapped ({changed})")
     if outs["kubeconfig"]:
         console.print(
-            f"kubeconfig in {kubeconfig_file(args.stack)}; next: labctl render --stack {args.stack} DIR,"
+            f"kubeconfig in {kubeconfig_file(args.stack)}; next: labctl render {flags(args)} DIR,"
             f" then KUBECONFIG={kubeconfig_file(args.stack)} kubectl apply -f DIR"
         )
     return 0

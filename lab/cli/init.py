@@ -18,6 +18,7 @@ from lab.cli.stackfile import render_stack
 from lab.config import (
     Distribution,
     HostKeyPolicy,
+    LabConfig,
     Nfs,
     Node,
     Role,
@@ -60,9 +61,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--key", default=Ssh().key_path, help="SSH private key (default: %(default)s)")
     parser.add_argument("--ssh-port", type=int, default=22, help="SSH port on every machine (default: 22)")
     parser.add_argument(
-        "--host-key-policy", choices=[p.value for p in HostKeyPolicy], default=HostKeyPolicy.ACCEPT_NEW.value
+        "--host-key-policy",
+        choices=[p.value for p in HostKeyPolicy],
+        default=HostKeyPolicy.ACCEPT_NEW.value,
+        help=f"how SSH checks the machines' host keys: {Ssh.model_fields['host_key_policy'].description}",
     )
-    parser.add_argument("--distribution", choices=[d.value for d in Distribution], default="k3s")
+    parser.add_argument(
+        "--distribution",
+        choices=[d.value for d in Distribution],
+        default=Distribution.K3S.value,
+        help=f"Kubernetes distribution: {LabConfig.model_fields['distribution'].description}"
+        " (default: %(default)s)",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing stack file")
     parser.set_defaults(handler=run)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lab.cli.console import CliError
-from lab.config import LabConfig
+from lab.config import STACKS_DIR, LabConfig, stack_flags
 from lab.gpu_nodes import gpu_shortfalls
 from lab.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
 from lab.ssh import Remote
@@ -60,27 +61,28 @@ def ranks(pods: dict[str, Any]) -> list[Rank]:
     return sorted(found, key=lambda r: (len(r.rank), r.rank, r.pod))
 
 
-def _kubectl_get(cfg: LabConfig, stack: str, *what: str) -> dict[str, Any]:
+def _kubectl_get(cfg: LabConfig, stack: str, stacks_dir: Path, *what: str) -> dict[str, Any]:
     """`kubectl get WHAT -o json` by the server's own kubectl (admin kubeconfig, under sudo)."""
     _, kubectl = KUBECTL[cfg.distribution]
     script = f"{cluster_probe(cfg)}; sudo -n {kubectl} get {shlex.join(what)} -o json"
     server = Remote.of(stack, cfg.ssh, cfg.server)
     done = server.run(script, timeout=60)
     if done.returncode == NO_CLUSTER:
-        raise CliError(no_cluster(cfg, stack))
+        raise CliError(no_cluster(cfg, stack, stacks_dir))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
         raise CliError(
-            f"kubectl on {cfg.server.name} failed: {last}; check `labctl validate --stack {stack}`"
+            f"kubectl on {cfg.server.name} failed: {last};"
+            f" check `labctl validate {stack_flags(stack, stacks_dir)}`"
         )
     return json.loads(done.stdout)
 
 
-def training_ranks(cfg: LabConfig, stack: str) -> list[Rank]:
+def training_ranks(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[Rank]:
     """The lab namespace's training pods, as the server's kubectl lists them."""
-    return ranks(_kubectl_get(cfg, stack, "pods", "-n", cfg.namespace))
+    return ranks(_kubectl_get(cfg, stack, stacks_dir, "pods", "-n", cfg.namespace))
 
 
-def gpu_node_lines(cfg: LabConfig, stack: str) -> list[str]:
+def gpu_node_lines(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[str]:
     """One line per node whose allocatable GPUs are not the stack's (lab.gpu_nodes); none on CPU labs."""
-    return gpu_shortfalls(cfg, _kubectl_get(cfg, stack, "nodes")) if cfg.has_gpus else []
+    return gpu_shortfalls(cfg, _kubectl_get(cfg, stack, stacks_dir, "nodes")) if cfg.has_gpus else []

@@ -16,7 +16,7 @@ import yaml
 
 from lab.cli.console import CliError, console, plural
 from lab.cli.hosts import kubeconfig_file
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.stackarg import add_stack_option, flags, load
 from lab.config import read_stack_values, stack_file
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             " admission (`pulumi up` installs it)"
         )
     console.print(
-        f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up --stack {args.stack}`:"
+        f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up {flags(args)}`:"
     )
     console.print(f"  KUBECONFIG={kubeconfig_file(args.stack)} kubectl apply -f {args.dir}")
     return 0

@@ -13,6 +13,7 @@ from lab.cli.console import CliError, console
 from lab.cli.runsource import runs_source
 from lab.cli.stackarg import add_stack_option
 from trainer import report
+from trainer.contract import CIFAR10, TRAINED_ON
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -44,9 +45,26 @@ def _best(run: dict[str, Any]) -> float:
     return (run.get("summary") or {}).get("best_test_acc") or -1.0
 
 
+def trained_on(run: dict[str, Any]) -> str:
+    """What the run trained on, from its summary, status or last metrics line."""
+    for record in ("summary", "status", "last_metrics"):
+        found = (run.get(record) or {}).get(TRAINED_ON)
+        if found:
+            return str(found)
+    return "not recorded"
+
+
+def _to_target(run: dict[str, Any]) -> str:
+    """The time to the target accuracy, a CIFAR-10 figure: shown for runs on CIFAR-10 only."""
+    if trained_on(run) != CIFAR10:
+        return "- (not CIFAR-10)"
+    return _seconds((run.get("summary") or {}).get("seconds_to_target"))
+
+
 def runs_table(runs: list[dict[str, Any]]) -> Table:
     table = Table(title="runs", title_justify="left")
-    for column in ("run", "state", "best acc", "final acc", "epochs", "ranks", "wall time", "to target"):
+    columns = ("run", "trained on", "state", "best acc", "final acc", "epochs", "ranks", "wall time")
+    for column in (*columns, "to target"):
         table.add_column(column)
     for r in runs:
         s = r.get("summary") or {}
@@ -54,13 +72,14 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
         ranks = f"{s.get('world_size', '-')} x {s.get('backend', '-')}" if s else "-"
         table.add_row(
             r["name"],
+            trained_on(r),
             state,
             _acc(s.get("best_test_acc")),
             _acc(s.get("final_test_acc")),
             str(s.get("epochs", r["epochs_logged"])),
             ranks,
             _seconds(s.get("wall_seconds")),
-            _seconds(s.get("seconds_to_target")),
+            _to_target(r),
         )
     return table
 
@@ -68,7 +87,7 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
 def leaderboard(sweep: dict[str, Any]) -> Table:
     """A sweep's members, best test accuracy first; unfinished members last."""
     table = Table(title=f"sweep {sweep['name']} leaderboard", title_justify="left")
-    for column in ("place", "index", "hyperparameters", "best acc", "wall time", "to target"):
+    for column in ("place", "index", "trained on", "hyperparameters", "best acc", "wall time", "to target"):
         table.add_column(column)
     members = sorted(sweep["members"], key=_best, reverse=True)
     finished = [m["summary"] for m in members if m.get("summary")]
@@ -82,10 +101,11 @@ def leaderboard(sweep: dict[str, Any]) -> Table:
         table.add_row(
             str(place),
             m["name"],
+            trained_on(m),
             params or "-",
             _acc(s.get("best_test_acc")),
             _seconds(s.get("wall_seconds")),
-            _seconds(s.get("seconds_to_target")),
+            _to_target(m),
         )
     return table
 

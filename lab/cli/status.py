@@ -13,7 +13,9 @@ from rich.table import Table
 from lab.cli.console import CliError, console, errors
 from lab.cli.pods import Rank, gpu_node_lines, training_ranks
 from lab.cli.runsource import runs_source
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.stackarg import add_stack_option, flags, load
+from lab.config import STACKS_DIR
+from trainer.contract import TRAINED_ON
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,7 +41,8 @@ def all_runs(found: dict[str, Any]) -> list[dict[str, Any]]:
     return found["runs"] + members
 
 
-def pick_run(found: dict[str, Any], name: str | None, where: str) -> dict[str, Any]:
+def pick_run(found: dict[str, Any], name: str | None, where: str, starts: str = "") -> dict[str, Any]:
+    """Run `name`, or the most recently updated one; `starts` says what would start one."""
     runs = all_runs(found)
     if name is not None:
         for candidate in runs:
@@ -48,10 +51,26 @@ def pick_run(found: dict[str, Any], name: str | None, where: str) -> dict[str, A
         known = ", ".join(r["name"] for r in runs) or "none"
         raise CliError(f"no run {name!r} under {where}; runs there: {known}")
     if not runs:
-        raise CliError(
-            f"no training run under {where} yet; `pulumi up` starts one, `labctl status` follows it"
-        )
+        raise CliError(f"no training run under {where} yet{'; ' + starts if starts else ''}")
     return max(runs, key=lambda r: r["modified"])
+
+
+def what_starts_a_run(args: argparse.Namespace) -> str:
+    """What puts a run where `status` and `wait` look, for the stack or the local folder they read."""
+    if args.runs_dir is not None:
+        return "pass the folder that holds the run folders (`labctl try` writes them into its --out)"
+    if not load(args).installs_kubernetes:
+        # Such a stack (`labctl try`'s, the test machines') trains nothing by itself.
+        return (
+            f"stack {args.stack} skips the Kubernetes install (k8scifar:skip.kubernetesInstall), so"
+            " nothing trains on its machines by itself; for the runs `labctl try` wrote, use"
+            " --runs-dir with its --out folder"
+        )
+    follow = f"`labctl status {flags(args)}` follows it"
+    if Path(args.stacks_dir).resolve() != STACKS_DIR:
+        # `pulumi up` reads stack files from stacks/ only (Pulumi.yaml's stackConfigDir).
+        return f"`labctl hosts up {flags(args)}` and `labctl render {flags(args)} DIR` start one, {follow}"
+    return f"`pulumi up --stack {args.stack}` starts one, {follow}"
 
 
 def progress(run: dict[str, Any]) -> dict[str, Any]:
@@ -62,8 +81,11 @@ def progress(run: dict[str, Any]) -> dict[str, Any]:
     last = run.get("last_metrics") or {}
     merged: dict[str, Any] = {"state": "complete" if summary else "unknown", "epochs": summary.get("epochs")}
     merged |= {
-        k: last[k] for k in ("epoch", "step", "test_acc", "train_loss", "images_per_second") if k in last
+        k: last[k]
+        for k in ("epoch", "step", "test_acc", "train_loss", "images_per_second", TRAINED_ON)
+        if k in last
     }
+    merged |= {k: summary[k] for k in (TRAINED_ON,) if k in summary}
     return merged | status | latest
 
 
@@ -82,7 +104,8 @@ def _format(key: str, value: Any) -> str:
     return str(value)
 
 
-ROWS = ("state", "epoch", "epochs", "step", "world_size", "train_loss", "test_acc", "images_per_second")
+ROWS = (TRAINED_ON, "state", "epoch", "epochs", "step", "world_size", "train_loss", "test_acc")
+ROWS += ("images_per_second",)
 ROWS += ("eta_seconds", "restarts", "updated")
 
 
@@ -107,12 +130,13 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
-    if not args.runs_dir:
+    if args.runs_dir is None:
         cfg = load(args)
-        for line in gpu_node_lines(cfg, args.stack):
-            errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
-        ranks = training_ranks(cfg, args.stack)
-        if ranks:
-            console.print(ranks_table(ranks))
-    console.print(run_table(pick_run(source.collect(), args.run, source.where)))
+        if cfg.installs_kubernetes:
+            for line in gpu_node_lines(cfg, args.stack, args.stacks_dir):
+                errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
+            ranks = training_ranks(cfg, args.stack, args.stacks_dir)
+            if ranks:
+                console.print(ranks_table(ranks))
+    console.print(run_table(pick_run(source.collect(), args.run, source.where, what_starts_a_run(args))))
     return 0

@@ -10,11 +10,12 @@ runs the validation suite, and removes everything, also when interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
+import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,12 +32,15 @@ import yaml
 from lab import testbed
 from lab.cli import hosts
 from lab.cli.console import CliError, console
+from lab.cli.hosts import add_verbose_option
 from lab.cli.runsource import LocalRuns
+from lab.cli.signals import uninterrupted
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
 from lab.inventory import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout
+from lab.testbed.machines import login_command
 from lab.validate import validate
 from trainer import contract
 from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES
@@ -51,11 +55,15 @@ DOWNLOAD_TIMEOUT_S = 900
 DOWNLOADED = CACHE_ROOT / "cifar-10"  # kept between runs, like the machines' package cache
 GENERATED_IMAGES = (2048, 512)  # training, test
 EPOCHS = {"generated": 4, "real": 1}
-# Rough figures on an idle 2-core machine (docs/benchmarks/try.md), for the estimate said up front;
-# a busy machine takes up to three times as long.
+BOOTSTRAP_LOG = "bootstrap.log"  # in the run folder: site.yml's full log, every task's line
+# Rough figures on an idle 2-core machine (docs/benchmarks/try.md), for the estimate said up front.
 SECONDS = {"machines": 20, "first base tree": 60, "bootstrap": 50, "validation": 15, "teardown": 10}
 TRAINING_IMAGES_PER_S = 500  # two ranks of the narrow network together
 TRAINING_START_S = 15
+# Runs on the shared 2-core machine took 0.75 to 1.4 times the estimate (docs/benchmarks/try.md:
+# its median and slowest run, and a run of 2 min 55 s under load), so the range said up front is
+# the estimate times these.
+ESTIMATE_SPREAD = (0.75, 1.5)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -87,6 +95,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="folder for the run's results (default: %(default)s)",
     )
     parser.add_argument("--epochs", type=int, help="epochs (default: 4 on generated data, 1 on CIFAR-10)")
+    add_verbose_option(parser)
     parser.add_argument("--keep", action="store_true", help="leave the machines up afterwards")
     parser.add_argument("--down", action="store_true", help="only remove the machines a --keep run left")
     parser.set_defaults(handler=run)
@@ -120,7 +129,12 @@ def _given_data(path: Path) -> Path:
 
 
 def _check(args: argparse.Namespace) -> None:
-    """Every reason it cannot run, before anything is made."""
+    """Every reason it cannot run, before anything is made: the command line's own first."""
+    if args.epochs is not None and args.epochs < 1:
+        raise CliError(f"--epochs {args.epochs}: give at least 1")
+    problem = _unwritable(args.out)
+    if problem:
+        raise CliError(f"--out {args.out}: {problem}; name a folder this user can write")
     if os.geteuid() != 0:
         raise CliError("labctl try needs root (network namespaces, mounts, machines): run it with sudo")
     missing = missing_tools()
@@ -128,15 +142,26 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(
             f"missing host tools: {', '.join(missing)}; install them with scripts/setup.sh as root"
         )
-    if args.epochs is not None and args.epochs < 1:
-        raise CliError(f"--epochs {args.epochs}: give at least 1")
-    if args.out.exists() and not args.out.is_dir():
-        raise CliError(f"--out {args.out} is a file; name a folder")
     if testbed.leftovers(layout()):
         raise CliError(
             "the machines of an earlier `labctl try --keep` are still up;"
             " remove them with `labctl try --down`"
         )
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the results could not be written to `out` (nor the folder made), found by making a
+    folder where they would go: a file in the way, a read-only mount, /proc; None when they can."""
+    existing = out
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".labctl-try-", dir=existing))
+    except OSError as err:
+        return f"cannot write in {existing} ({err.strerror or err})"
+    return None
 
 
 def _estimate(data_images: int, epochs: int) -> int:
@@ -146,9 +171,15 @@ def _estimate(data_images: int, epochs: int) -> int:
     return seconds + TRAINING_START_S + data_images * epochs // TRAINING_IMAGES_PER_S
 
 
+def minutes_range(data_images: int, epochs: int) -> tuple[float, float]:
+    """The run's minutes, fastest and slowest, to the half minute, as said before it starts."""
+    low, high = (_estimate(data_images, epochs) * factor / 60 for factor in ESTIMATE_SPREAD)
+    return max(0.5, math.floor(low * 2) / 2), math.ceil(high * 2) / 2
+
+
 def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
     lay = layout()
-    minutes = max(1, round(_estimate(images, epochs) / 60))
+    low, high = minutes_range(images, epochs)
     data = (
         f"CIFAR-10 from {args.data}"
         if args.data
@@ -156,8 +187,12 @@ def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
     )
     if args.generated:
         data = "a generated CIFAR-format set (--generated)"
+    ending = "the machines stay up (--keep)"
+    if not args.keep:
+        ending = "everything removed, also on Ctrl-C, a kill or a closed terminal"
     console.print(
-        f"labctl try: the lab's main job on two local machines, about {minutes} minutes on 2 cores.\n"
+        f"labctl try: the lab's main job on two local machines, {low:g} to {high:g} minutes on 2 cores"
+        " (the longer on a busy machine).\n"
         f"  1. two Debian 12 machines (systemd-nspawn) on a private bridge: "
         f"{', '.join(f'{m.name} {m.address}' for m in lay.machines)}\n"
         f"  2. bootstrap with the lab's Ansible roles through the runner `pulumi up` uses"
@@ -165,7 +200,7 @@ def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
         f"  3. DDP training across both machines, one rank each, over their own network: {data},"
         f" {epochs} epochs of a narrow network\n"
         f"  4. results and plots into {args.out}/, then the validation suite\n"
-        f"  5. {'the machines stay up (--keep)' if args.keep else 'everything removed (also on Ctrl-C)'}\n"
+        f"  5. {ending}\n"
         "  Not covered here: Kubernetes (no k3s or kubelet inside these machines; the stack skips the"
         " install), so no registry, image build or pods: the same trainer runs under torchrun instead."
     )
@@ -271,23 +306,22 @@ def _hand_over(folder: Path) -> None:
 def _summary_line(run_folder: Path) -> str:
     summary: dict[str, Any] = json.loads((run_folder / contract.SUMMARY_FILE).read_text())
     backend = summary.get("backend", contract.GLOO)
+    data = summary[contract.TRAINED_ON]
     return (
-        f"{summary['world_size']} ranks ({backend}), {summary['epochs']} epochs:"
+        f"{summary['world_size']} ranks ({backend}), {summary['epochs']} epochs on {data}:"
         f" test accuracy {summary['final_test_acc']:.2%} (best {summary['best_test_acc']:.2%}),"
         f" {summary['wall_seconds']:.0f} s of training"
     )
 
 
 def remove(lay: Layout) -> None:
-    """The machines and the stack's state, whatever is left of them; Ctrl-C cannot cut it short."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        testbed.down(lay)
-        shutil.rmtree(STATE_DIR / STACK, ignore_errors=True)
-    except testbed.TestbedError as err:
-        raise CliError(str(err)) from None
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    """The machines and the stack's state, whatever is left of them; no stop signal cuts it short."""
+    with uninterrupted():
+        try:
+            testbed.down(lay)
+            shutil.rmtree(STATE_DIR / STACK, ignore_errors=True)
+        except testbed.TestbedError as err:
+            raise CliError(str(err)) from None
 
 
 def _validate(lay: Layout, run_folder: Path) -> int:
@@ -298,29 +332,30 @@ def _validate(lay: Layout, run_folder: Path) -> int:
     return code
 
 
-def _run_all(args: argparse.Namespace, lay: Layout, work: Path) -> int:
+def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> int:
     _step(f"data: checking {args.data}" if args.data else "data: preparing the training images")
     data = _dataset(args, work)
     console.print(f"  {data.note}", soft_wrap=True)
     epochs = args.epochs or EPOCHS["real" if data.real else "generated"]
     with _timed("1/5 machines: creating and booting two Debian 12 machines"):
         testbed.up(lay)
-    with _timed("2/5 bootstrap: site.yml with the lab's roles (one line per task)"):
-        hosts.up(_write_stack(lay), STACK)
-    name = f"try-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    run_folder = args.out / name
+    run_folder.mkdir(parents=True, exist_ok=True)
+    with _timed("2/5 bootstrap: site.yml with the lab's roles (a line per play and machine)"):
+        # The full log, every task's line, kept with the run: the stack's state goes at teardown.
+        hosts.up(_write_stack(lay), STACK, args.verbose, log_copy=run_folder / BOOTSTRAP_LOG)
     machines = lay.machines
     with _timed(
         f"3/5 training: DDP, rank 0 on {machines[0].name}, rank 1 on {machines[1].name}, {epochs} epochs"
     ):
         _train(lay, data, epochs, name, work / "runs")
     LocalRuns(work / "runs").fetch(args.out)
-    run_folder = args.out / name
     console.print(f"  {_summary_line(run_folder)}")
     with _timed("4/5 validation: the testinfra suite against both machines"):
         code = _validate(lay, run_folder)
-    _hand_over(args.out)
     console.print(
-        f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt"
+        f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt,"
+        f" {BOOTSTRAP_LOG}"
     )
     console.print(
         f"  labctl results --runs-dir {args.out}   # every run there; status --runs-dir: the latest"
@@ -343,16 +378,19 @@ def run(args: argparse.Namespace) -> int:
     with testbed.exclusive(_waiting), tempfile.TemporaryDirectory(prefix="k8scifar-try-") as work:
         completed = False
         try:
-            code = _run_all(args, lay, Path(work))
+            code = _run_all(args, lay, Path(work), f"try-{datetime.now(UTC):%Y%m%d-%H%M%S}")
             completed = True
         finally:
-            if completed and args.keep:
-                _kept(lay)
-            else:
-                _step(
-                    "5/5 teardown: removing the machines" + ("" if completed else " after the interruption")
-                )
-                remove(lay)
+            with uninterrupted():
+                if args.out.exists():
+                    _hand_over(args.out)
+                if completed and args.keep:
+                    _kept(lay)
+                else:
+                    # After a SIGHUP the terminal is gone: the teardown runs unseen.
+                    with contextlib.suppress(OSError):
+                        _step("5/5 teardown: removing the machines" + ("" if completed else " (stopped)"))
+                    remove(lay)
     console.print(f"labctl try finished in {(time.monotonic() - began) / 60:.1f} minutes")
     return code
 
@@ -366,6 +404,6 @@ def _waiting() -> None:
 def _kept(lay: Layout) -> None:
     _step("5/5 the machines stay up (--keep):")
     for machine in lay.machines:
-        console.print(f"  ssh -i {lay.key} lab@{machine.address}   # {machine.name}")
+        console.print(f"  {login_command(lay, machine)}   # {machine.name}", soft_wrap=True)
     console.print(f"  labctl validate --stack {STACK} --stacks-dir {stacks_dir(lay)}")
     console.print("  remove them with: labctl try --down")

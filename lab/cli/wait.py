@@ -19,7 +19,7 @@ from lab.build_context import build_context
 from lab.cli.console import CliError, console, errors
 from lab.cli.pods import gpu_node_lines
 from lab.cli.runsource import RunsSource, runs_source
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cli.status import all_runs, progress
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
@@ -36,8 +36,18 @@ def register(commands: argparse._SubParsersAction) -> None:
         " failed (exit 1, with the reason), from its status.json and metrics.jsonl on the NFS export.",
     )
     add_stack_option(parser)
-    parser.add_argument("--run", help="run folder name (default: the run the stack's inputs give)")
-    parser.add_argument("--runs-dir", type=Path, help="follow a local copy of the runs folder instead")
+    # Unset unless given: with --runs-dir and no --stack, no stack file is read (as `status` does).
+    parser.set_defaults(stack=None)
+    parser.add_argument(
+        "--run",
+        help="run folder name (default: the run the stack's inputs give; with --runs-dir and no"
+        " --stack, the most recently updated run there)",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        help="follow a run in a local copy of the runs folder instead (no stack file needed without --stack)",
+    )
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between reads (default: 10)")
     parser.add_argument("--timeout", type=float, help="give up after this many seconds (default: never)")
     parser.add_argument(
@@ -71,15 +81,25 @@ def _fields(figures: dict[str, Any]) -> dict[str, str]:
 
 
 class Follower:
-    """One run's progress as read at each poll, with the rule for when a failure is final."""
+    """One run's progress as read at each poll, with the rule for when a failure is final.
 
-    def __init__(self, source: RunsSource, name: str, failed_after: float) -> None:
+    Without a name it follows the run that was most recently updated when one first appears.
+    """
+
+    def __init__(self, source: RunsSource, name: str | None, failed_after: float) -> None:
         self.source, self.name, self.failed_after = source, name, failed_after
         self.failed_since: tuple[Any, float] | None = None  # (status.json's "updated", first seen)
 
+    @property
+    def label(self) -> str:
+        return self.name or f"the newest run under {self.source.where}"
+
     def poll(self) -> tuple[str, dict[str, Any]]:
         """("absent" | "running" | "complete" | "failed", the merged figures)."""
-        found = find(self.source.collect(), self.name)
+        collected = self.source.collect()
+        if self.name is None and all_runs(collected):
+            self.name = max(all_runs(collected), key=lambda r: r["modified"])["path"]
+        found = find(collected, self.name) if self.name is not None else None
         if found is None:
             return "absent", {}
         figures = progress(found)
@@ -96,7 +116,7 @@ class Follower:
         return ("failed" if final else "running"), figures
 
 
-def follow(follower: Follower, interval: float, timeout: float | None) -> int:
+def follow(follower: Follower, interval: float, timeout: float | None, status_flags: str) -> int:
     began = time.monotonic()
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -108,12 +128,16 @@ def follow(follower: Follower, interval: float, timeout: float | None) -> int:
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as bar:
-        task = bar.add_task(follower.name, total=None, **_fields({"state": "waiting for the run"}))
+        task = bar.add_task(follower.label, total=None, **_fields({"state": "waiting for the run"}))
         while True:
             state, figures = follower.poll()
             if figures:
                 bar.update(
-                    task, total=figures.get("epochs"), completed=figures.get("epoch") or 0, **_fields(figures)
+                    task,
+                    description=follower.label,
+                    total=figures.get("epochs"),
+                    completed=figures.get("epoch") or 0,
+                    **_fields(figures),
                 )
             if state in {"complete", "failed"}:
                 break
@@ -124,42 +148,47 @@ def follow(follower: Follower, interval: float, timeout: float | None) -> int:
     if state == "complete":
         best, final = figures.get("best_test_acc"), figures.get("final_test_acc")
         console.print(
-            f"run {follower.name} is complete: best test accuracy {best:.2%}, final {final:.2%}"
+            f"run {follower.label} is complete: best test accuracy {best:.2%}, final {final:.2%}"
             if isinstance(best, float) and isinstance(final, float)
-            else f"run {follower.name} is complete"
+            else f"run {follower.label} is complete"
         )
         return 0
     if state == "failed":
         reason = figures.get("error") or "no error recorded"
         errors.print(
-            f"[bold red]labctl:[/] run {follower.name} failed at epoch {figures.get('epoch')}: {reason};"
+            f"[bold red]labctl:[/] run {follower.label} failed at epoch {figures.get('epoch')}: {reason};"
             " the ranks' logs say more (`pulumi stack output follow`)",
             soft_wrap=True,
         )
         return EXIT_FAILED
     errors.print(
-        f"[bold red]labctl:[/] run {follower.name} did not finish within {timeout:.0f} s"
-        f" (last state: {figures.get('state', 'no run folder yet')}); `labctl status` shows the ranks",
+        f"[bold red]labctl:[/] run {follower.label} did not finish within {timeout:.0f} s"
+        f" (last state: {figures.get('state', 'no run folder yet')}); `labctl status {status_flags}`"
+        " shows where it stands",
         soft_wrap=True,
     )
     return EXIT_FAILED
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load(args)
     if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
         raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
-    # The name `pulumi up` gives the run from the same stack and the same checkout.
-    # Imported here: lab.cluster declares objects through pulumi_kubernetes, which `labctl` loads
-    # only where it must.
-    from lab.cluster.training import run_name
+    name = args.run
+    if args.runs_dir is None or args.stack is not None:
+        args.stack = args.stack or DEFAULT_STACK
+        cfg = load(args)
+        # The name `pulumi up` gives the run from the same stack and the same checkout.
+        # Imported here: lab.cluster declares objects through pulumi_kubernetes, which `labctl`
+        # loads only where it must.
+        from lab.cluster.training import run_name
 
-    name = args.run or run_name(cfg, build_context().tag)
+        name = name or run_name(cfg, build_context().tag)
     source = runs_source(args)
+    where = f"--runs-dir {args.runs_dir}" if args.runs_dir is not None else flags(args)
     # Ranks that ask for GPUs no node offers never start: say so instead of waiting forever.
-    gpu_lines = [] if args.runs_dir else gpu_node_lines(cfg, args.stack)
+    gpu_lines = [] if args.runs_dir is not None else gpu_node_lines(cfg, args.stack, args.stacks_dir)
     for line in gpu_lines:
         errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
     if gpu_lines:
         return EXIT_FAILED
-    return follow(Follower(source, name, args.failed_after), args.interval, args.timeout)
+    return follow(Follower(source, name, args.failed_after), args.interval, args.timeout, where)

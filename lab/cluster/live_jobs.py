@@ -22,7 +22,9 @@ address and credentials, which the lab's kubeconfig (the host bootstrap's output
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import shutil
 import ssl
 import tempfile
 import urllib.error
@@ -42,8 +44,8 @@ def _entry(doc: dict[str, Any], key: str, name: str) -> dict[str, Any]:
     return next((e[key.rstrip("s")] for e in doc.get(key) or [] if e.get("name") == name), {})
 
 
-def _request(kubeconfig: str, path: str, folder: Path) -> tuple[urllib.request.Request, ssl.SSLContext]:
-    """A GET of `path` with the kubeconfig's current context, its client key written into `folder`."""
+def _request(kubeconfig: str, path: str) -> tuple[urllib.request.Request, ssl.SSLContext]:
+    """A GET of `path` with the kubeconfig's current context."""
     doc = yaml.safe_load(kubeconfig) or {}
     context = _entry(doc, "contexts", doc.get("current-context", ""))
     cluster = _entry(doc, "clusters", context.get("cluster", ""))
@@ -54,13 +56,18 @@ def _request(kubeconfig: str, path: str, folder: Path) -> tuple[urllib.request.R
     tls = ssl.create_default_context(cadata=base64.b64decode(ca).decode() if ca else None)
     headers = {"Accept": "application/json"}
     if user.get("client-certificate-data") and user.get("client-key-data"):
-        # The ssl module loads a key from files only: both live in a private folder that is
-        # removed as soon as the request is made.
-        cert, key = folder / "client.crt", folder / "client.key"
-        for path_, field in ((cert, "client-certificate-data"), (key, "client-key-data")):
-            path_.touch(mode=0o600)
-            path_.write_bytes(base64.b64decode(user[field]))
-        tls.load_cert_chain(cert, key)
+        # The ssl module loads a key from files only: both live in a private folder that goes
+        # once the context holds them, before any request, so that no kill of this process
+        # while it waits on the API server leaves the cluster's admin key on disk.
+        folder = Path(tempfile.mkdtemp(prefix="k8scifar-job-"))
+        try:
+            cert, key = folder / "client.crt", folder / "client.key"
+            for path_, field in ((cert, "client-certificate-data"), (key, "client-key-data")):
+                path_.touch(mode=0o600)
+                path_.write_bytes(base64.b64decode(user[field]))
+            tls.load_cert_chain(cert, key)
+        finally:
+            shutil.rmtree(folder)
     elif user.get("token"):
         headers["Authorization"] = f"Bearer {user['token']}"
     return urllib.request.Request(cluster["server"].rstrip("/") + path, headers=headers), tls
@@ -72,11 +79,12 @@ def has_failed(kubeconfig: str, namespace: str, name: str) -> bool:
     replaced, and `up` awaits the Job as pulumi-kubernetes would."""
     path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"
     try:
-        with tempfile.TemporaryDirectory(prefix="k8scifar-job-") as folder:
-            request, tls = _request(kubeconfig, path, Path(folder))
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=tls) as reply:
-                job = json.load(reply)
-    except (OSError, ValueError, urllib.error.URLError, yaml.YAMLError):
+        request, tls = _request(kubeconfig, path)
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=tls) as reply:
+            job = json.load(reply)
+    # HTTPException: a server or proxy that drops the connection mid-reply (BadStatusLine,
+    # IncompleteRead), which is no OSError.
+    except (OSError, ValueError, urllib.error.URLError, http.client.HTTPException, yaml.YAMLError):
         return False
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)

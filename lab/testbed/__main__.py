@@ -7,6 +7,7 @@ import sys
 
 from lab.testbed import TestbedError, down, load, up
 from lab.testbed.layout import DEFAULT_NAME, DEFAULT_SUBNET, Layout
+from lab.testbed.machines import login_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 def _describe(layout: Layout) -> None:
     print(f"testbed {layout.name!r}: bridge {layout.bridge} {layout.gateway}, apt proxy {layout.apt_proxy}")
     for machine in layout.machines:
-        print(f"  {machine.name}  {machine.address}  ssh -i {layout.key} lab@{machine.address}")
+        print(f"  {machine.name}  {machine.address}  {login_command(layout, machine)}")
 
 
 if __name__ == "__main__":

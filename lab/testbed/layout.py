@@ -78,6 +78,12 @@ class Layout:
         return self.state / "id_ed25519"
 
     @property
+    def known_hosts(self) -> Path:
+        """The machines' host keys, pinned when their trees are made: fresh on every `up`, so
+        they are kept here, never in a user's ~/.ssh/known_hosts."""
+        return self.state / "known_hosts"
+
+    @property
     def apt_proxy(self) -> str:
         return f"http://{self.gateway}:{APT_PROXY_PORT}"
 

@@ -7,6 +7,8 @@ anything it left behind.
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -14,18 +16,12 @@ from pathlib import Path
 from lab.testbed.commands import TestbedError, run
 from lab.testbed.layout import NSPAWN_RUNTIME, USER, Layout, Machine
 
-SSH_OPTIONS = [
-    "-o",
-    "BatchMode=yes",
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "LogLevel=ERROR",
-    "-o",
-    "ConnectTimeout=3",
-]
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=3"]
+
+
+def host_key_options(layout: Layout) -> list[str]:
+    """Check the machine's host key against the testbed's own file, which holds it from the start."""
+    return ["-o", f"UserKnownHostsFile={layout.known_hosts}", "-o", "StrictHostKeyChecking=yes"]
 
 
 def prepare_runtime_dir(layout: Layout) -> None:
@@ -59,6 +55,9 @@ def boot(machine: Machine, log: Path) -> subprocess.Popen[bytes]:
         "--keep-unit",
         "--resolv-conf=off",
         "--console=read-only",
+        # Within the machine's own network namespace: links and firewall rules, as a node's CNI
+        # and kube-proxy make them, can be made, listed and removed there.
+        "--capability=CAP_NET_ADMIN",
         "--boot",
     ]
     with log.open("wb") as out:
@@ -69,7 +68,16 @@ def boot(machine: Machine, log: Path) -> subprocess.Popen[bytes]:
 
 def ssh_command(layout: Layout, machine: Machine, *command: str) -> list[str]:
     """The ssh command line that runs `command` on `machine` as the testbed user."""
-    return ["ssh", *SSH_OPTIONS, "-i", str(layout.key), f"{USER}@{machine.address}", *command]
+    login = ["-i", str(layout.key), *host_key_options(layout), f"{USER}@{machine.address}"]
+    return ["ssh", *SSH_OPTIONS, *login, *command]
+
+
+def login_command(layout: Layout, machine: Machine) -> str:
+    """The command a person types to log in to `machine`: the testbed's key and known_hosts, so a
+    later testbed's new host keys never clash with a user's own known_hosts."""
+    sudo = ["sudo"] if os.environ.get("SUDO_UID") else []  # the key is root's (the state is 0700)
+    login = ["ssh", "-i", str(layout.key), *host_key_options(layout), f"{USER}@{machine.address}"]
+    return shlex.join([*sudo, *login])
 
 
 def wait_for_ssh(layout: Layout, machine: Machine, proc: subprocess.Popen[bytes], timeout: float) -> None:

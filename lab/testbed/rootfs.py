@@ -51,12 +51,21 @@ def install(layout: Layout, machine: Machine, base: Path, public_key: str) -> No
     hosts = "".join(f"{m.address} {m.name}\n" for m in layout.machines)
     (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n{hosts}")
     run(["ssh-keygen", "-A", "-f", str(root)])
+    _pin_host_keys(layout, machine)
     proxy = f'Acquire::http::Proxy "{layout.apt_proxy}";\nAcquire::https::Proxy "false";\n'
     (root / "etc/apt/apt.conf.d/01proxy").write_text(proxy)
     sudoers = root / "etc/sudoers.d" / USER
     sudoers.write_text(f"{USER} ALL=(ALL) NOPASSWD:ALL\n")
     sudoers.chmod(0o440)
     _authorize(root, public_key)
+
+
+def _pin_host_keys(layout: Layout, machine: Machine) -> None:
+    """Add the machine's new host keys to the testbed's known_hosts (sshd's own public halves)."""
+    keys = sorted((machine.root / "etc/ssh").glob("ssh_host_*_key.pub"))
+    lines = "".join(f"{machine.address} {' '.join(k.read_text().split()[:2])}\n" for k in keys)
+    with layout.known_hosts.open("a") as known:
+        known.write(lines)
 
 
 def _authorize(root: Path, public_key: str) -> None:

@@ -23,7 +23,8 @@ from lab.cli.preflight import (
 )
 from lab.config import LabConfig, Node
 from lab.locks import OPERATOR_LOCK
-from tests.cli.conftest import AGENT, NOWHERE, SERVER, Sshd, labctl, loopback_values, node, write_stack
+from tests.cli.conftest import labctl, loopback_values, node, write_stack
+from tests.support.sshd import AGENT, NOWHERE, SERVER, Sshd
 
 
 def _rows(out: str, check: str) -> list[str]:

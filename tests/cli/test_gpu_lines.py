@@ -31,7 +31,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     """The nodes `kubectl get nodes` reports; no training pods."""
     answer = {"nodes": dict(HEALTHY)}
 
-    def kubectl_get(cfg: Any, stack: str, *what: str) -> dict[str, Any]:
+    def kubectl_get(cfg: Any, stack: str, stacks_dir: Any, *what: str) -> dict[str, Any]:
         return _nodes(answer["nodes"]) if what == ("nodes",) else {"items": []}
 
     monkeypatch.setattr(pods, "_kubectl_get", kubectl_get)

@@ -7,7 +7,8 @@ import socket
 from pathlib import Path
 
 from lab.config import load_stack
-from tests.cli.conftest import AGENT, SERVER, Sshd, assert_one_line_error, labctl
+from tests.cli.conftest import assert_one_line_error, labctl
+from tests.support.sshd import AGENT, SERVER, Sshd
 
 
 def _ssh_flags(sshd: Sshd) -> list[str]:

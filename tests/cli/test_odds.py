@@ -4,17 +4,24 @@ checkout, and the operator's own stack files left alone by the tests."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from lab.cli.console import plural
-from lab.config import STACKS_DIR, all_stacks, load_stack
+import pytest
+
+from lab.cli import build_parser
+from lab.cli.console import one_line, plural
+from lab.cli.preflight import PULUMI_INSTALL
+from lab.cli.try_local import EPOCHS, GENERATED_IMAGES, minutes_range
+from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
 from lab.inventory import STATE_DIR
-from tests.cli.conftest import SERVER, Sshd, loopback_values, write_stack
+from tests.cli.conftest import loopback_values, node, write_stack
 from tests.shipped import ROOT, shipped_stacks
+from tests.support.sshd import AGENT, SERVER, Sshd, free_port
 
 
 def _piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -105,3 +112,82 @@ def test_a_local_runs_folder_needs_no_stack_file(trained_runs: Path, tmp_path: P
     for command in ("status", "results"):
         done = _piped(command, "--runs-dir", trained_runs, "--stacks-dir", tmp_path)
         assert done.returncode == 0 and "lrsweep" in done.stdout, done.stderr
+
+
+def test_every_labctl_option_says_what_it_does() -> None:
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = [
+        f"labctl {name} {'/'.join(action.option_strings) or action.dest}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert silent == []
+
+
+def test_the_results_labctl_try_writes_into_the_checkout_are_not_for_git() -> None:
+    out = build_parser().parse_args(["try"]).out
+    assert not out.is_absolute(), "the default is relative: the results land where it runs"
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "-q", str(out / "try-20260101-000000" / "summary.json")],
+        cwd=ROOT,
+        check=False,
+    )
+    assert ignored.returncode == 0, f"{out}/ is not ignored by git"
+
+
+def test_doctor_on_an_80_column_terminal_cuts_no_word(tmp_path: Path) -> None:
+    """A table folded to 80 columns cut URLs, addresses and paths in the middle, so they could be
+    neither read nor copied: each finding's words stay whole."""
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    port = free_port()  # nothing listens: the SSH finding is an error with the long hint
+    nodes = [node("node-a", SERVER, "server"), node("node-b", AGENT, "agent")]
+    write_stack(tmp_path, "narrow", {"nodes": nodes, "ssh": {"keyPath": str(key), "port": port}})
+    env = os.environ | {"COLUMNS": "80", "TERM": "dumb"}
+    done = subprocess.run(
+        [sys.executable, "-m", "lab.cli", "doctor", "--stack", "narrow", "--stacks-dir", tmp_path],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    lines = done.stdout.splitlines()
+    # Only a word longer than a line may pass the edge, whole, on a line of its own.
+    assert done.returncode == 1, done.stderr
+    assert all(len(line.rstrip()) <= 80 or len(line.split()) == 1 for line in lines), done.stdout
+    words = [f"{key}.pub", "~root/.ssh/authorized_keys", f"root@{SERVER},", f"root@{AGENT},"]
+    if "`pulumi` is not on PATH" in done.stdout:
+        words.append(PULUMI_INSTALL)
+    for word in words:
+        assert any(word in line for line in lines), f"{word!r} is cut:\n{done.stdout}"
+
+
+def test_troubleshooting_quotes_the_messages_the_configuration_gives() -> None:
+    """Each stack-file message docs/troubleshooting.md quotes is what that value gets today (its
+    refused Kubernetes release was released and accepted since)."""
+    quoted = re.findall(
+        r"`(?:labctl: [^`:]+: )?k8scifar:([\w.]+): '([^'`]*)' ([^`]*?)(?:; \.\.\.)?`",
+        (ROOT / "docs" / "troubleshooting.md").read_text(),
+    )
+    assert len(quoted) >= 2, "the examples moved; update this test's pattern"
+    for key, value, said in quoted:
+        values = {"nodes": [node("node-a", "192.168.50.11", "server")]}
+        *parents, last = key.split(".")
+        target = values
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[last] = value
+        with pytest.raises(ConfigError) as caught:
+            parse_config(values)
+        assert f"k8scifar:{key}: '{value}' {' '.join(said.split())}" in one_line(caught.value)
+
+
+def test_the_time_said_up_front_holds_the_measured_runs() -> None:
+    """The plan gives a range that holds every `labctl try --generated` the benchmark measured."""
+    report = (ROOT / "docs" / "benchmarks" / "try.md").read_text()
+    (total,) = re.findall(r"command to prompt \| ([\d.]+) s(?: \(min ([\d.]+), max ([\d.]+))?", report)
+    low, high = minutes_range(GENERATED_IMAGES[0], EPOCHS["generated"])
+    measured = [float(figure) / 60 for figure in total if figure]
+    assert low < high and all(low <= minutes <= high for minutes in measured), (low, high, measured)

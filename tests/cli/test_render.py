@@ -18,7 +18,8 @@ from lab.cli.hosts import kubeconfig_file, record_file, up
 from lab.config import load_stack, read_stack_values, stack_file
 from lab.hosts import HostBootstrapProvider
 from lab.program_run import FAKE_KUBECONFIG, FAKE_TOKEN, run_program
-from tests.cli.conftest import NOWHERE, Sshd, assert_one_line_error, labctl, node, write_stack
+from tests.cli.conftest import assert_one_line_error, labctl, node, write_stack
+from tests.support.sshd import NOWHERE, Sshd
 
 
 @pytest.mark.parametrize("stack", ["example-gpu", "example-sweep"])
@@ -85,14 +86,20 @@ def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(sshd: Ss
     ):
         result = labctl("hosts", action, "--stack", "gone", "--stacks-dir", tmp_path)
         assert result.code == 2 and "Traceback" not in result.err, result.err
-        # The runner's progress lines, as `pulumi up` shows them, then the failure in one line.
-        progress, last = result.err.strip().splitlines()[:-1], result.err.strip().splitlines()[-1]
-        # Each host fails at the playbook's first task that reaches it, named in progress and failure.
-        for host in hosts:
-            (line,) = [p for p in progress if p.strip().startswith(f"unreachable {host}: ")]
-            task = line.split(": ", 1)[1]
-            assert f"host {host}, task '{task}'" in last, (line, last)
-        assert last.startswith(f"labctl: {playbook} failed: - host node"), last
+        # The runner's progress, as `pulumi up` shows it: a line per host it could not reach,
+        # then the end of the run in one line naming them and the full log.
+        *progress, last = result.err.strip().splitlines()
+        assert len(progress) == len(hosts), result.err
+        for host, line in zip(hosts, sorted(line.strip() for line in progress), strict=True):
+            assert line.startswith(f"unreachable {host} (root@192.0.2."), line
+            assert "port 2): cannot log in over SSH" in line and "check the address" in line
+        named = ", ".join(hosts)
+        assert last.startswith(f"labctl: {playbook} stopped: {named} could not be reached, as said above"), (
+            last
+        )
+        # The full log names the task each host failed at.
+        log = Path(last.rsplit(" ", 1)[-1]).read_text()
+        assert all(f"unreachable {host}: " in log for host in hosts), log
     assert not record_file("gone").exists()
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lab.cli.runsource import LocalRuns
-from tests.cli.conftest import SERVER, TINY, Sshd, assert_one_line_error, labctl, loopback_values, write_stack
+from tests.cli.conftest import TINY, assert_one_line_error, labctl, loopback_values, write_stack
+from tests.support.sshd import SERVER, Sshd
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -112,7 +113,9 @@ def test_status_names_an_unknown_run(trained_runs: Path) -> None:
 def test_status_without_a_cluster_is_one_line(sshd: Sshd, tmp_path: Path) -> None:
     stacks = _loopback_stack(sshd, tmp_path, tmp_path / "export")
     result = labctl("status", "--stack", "loop", "--stacks-dir", stacks)
-    assert_one_line_error(result, f"no cluster on node-a ({SERVER}) yet", "pulumi up --stack loop")
+    assert_one_line_error(
+        result, f"no cluster on node-a ({SERVER}) yet", f"labctl hosts up --stack loop --stacks-dir {stacks}"
+    )
 
 
 def test_status_with_an_unreachable_server_is_one_line(sshd: Sshd, tmp_path: Path) -> None:

@@ -18,3 +18,12 @@ def test_a_data_folder_without_cifar_batches_is_one_line(tmp_path: Path) -> None
 def test_help_says_what_it_needs_and_skips() -> None:
     result = labctl("try", "--help")
     assert result.code == 0 and "Needs root" in result.out and "Kubernetes is not installed" in result.out
+
+
+def test_an_out_folder_it_cannot_write_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """The results are written after minutes of work: a place they cannot go is named first."""
+    (tmp_path / "file").write_text("")
+    for out, problem in ((Path("/proc/x"), "cannot write in /proc"), (tmp_path / "file" / "x", "is a file")):
+        result = labctl("try", "--generated", "--out", out)
+        assert_one_line_error(result, f"--out {out}: ", problem)
+        assert "labctl try:" not in result.out and not out.exists()

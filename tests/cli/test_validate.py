@@ -13,17 +13,8 @@ import yaml
 
 from lab.config import load_stack
 from lab.validate import write_inventory
-from tests.cli.conftest import (
-    AGENT,
-    NOWHERE,
-    SERVER,
-    Result,
-    Sshd,
-    labctl,
-    loopback_values,
-    node,
-    write_stack,
-)
+from tests.cli.conftest import Result, labctl, loopback_values, node, write_stack
+from tests.support.sshd import AGENT, NOWHERE, SERVER, Sshd
 
 # The stack's nodes have no Kubernetes: without this skip validate reports "no cluster yet".
 NO_KUBERNETES = {"kubernetesInstall": "the test sshd's nodes are this machine, which runs no cluster"}

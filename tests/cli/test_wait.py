@@ -4,6 +4,8 @@ it completes, a failed run exits 1 with the trainer's own reason, a run that nev
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from lab.build_context import build_context
 from lab.cluster.training import run_name
 from lab.config import load_stack
+from lab.config import stack_file as stack_path
 from tests.cli.conftest import TINY, _trainer, labctl
 from tests.trainer.test_failures import diverge_after_first_epoch
 
@@ -82,3 +85,20 @@ def test_wait_names_the_run_the_stack_starts_and_gives_up_after_the_timeout(tmp_
     )
     assert result.code == 1
     assert f"labctl: run {expected} did not finish within 1 s (last state: no run folder yet)" in result.err
+
+
+@pytest.mark.parametrize("stack_file", [True, False], ids=["beside a stack file", "with no stack file"])
+def test_wait_on_a_local_runs_folder_follows_its_newest_run_as_status_shows_it(
+    trained_runs: Path, tmp_path: Path, stack_file: bool
+) -> None:
+    """What `labctl try` leaves is followed as `status --runs-dir` reads it: the stack file a
+    newcomer made with `init` (stack `lab`) neither names the run nor is needed."""
+    if stack_file:
+        shutil.copy(stack_path("example-cpu"), tmp_path / "Pulumi.lab.yaml")
+    runs = ("--runs-dir", trained_runs, "--stacks-dir", tmp_path)
+    shown = labctl("status", *runs)
+    assert shown.code == 0, shown.err
+    result = labctl("wait", *runs, "--interval", "0.2", "--timeout", "20")
+    assert result.code == 0, (result.out, result.err)
+    (newest,) = re.findall(r"run (\S+)", shown.out)[:1]
+    assert f"run {newest} is complete" in result.out, (shown.out, result.out)

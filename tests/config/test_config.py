@@ -95,7 +95,7 @@ BAD = [
     ("negative gpus", _with("nodes.0.gpus", -1), "k8scifar:nodes[0].gpus", "greater than or equal to 0"),
     ("node name not a DNS label", _with("nodes.0.name", "GPU_A"), "k8scifar:nodes[0].name", "DNS label"),
     ("node without user", _with("nodes.0.user", None), "k8scifar:nodes[0].user", "missing"),
-    ("bad interface", _with("nodes.0.interface", "eth 0"), "k8scifar:nodes[0].interface", "DNS label"),
+    ("bad interface", _with("nodes.0.interface", "eth 0"), "k8scifar:nodes[0].interface", "interface name"),
     ("unknown distribution", _with("distribution", "microk8s"), "k8scifar:distribution", "'microk8s'"),
     ("unknown top-level key", _with("replicas", 2), "k8scifar:replicas", "unknown key"),
     ("typo in trainer key", _with("trainer.replica", 2), "k8scifar:trainer.replica", "unknown key"),

@@ -66,7 +66,7 @@ def test_someone_elses_files_in_the_labs_export_are_refused(tmp_path: Path) -> N
     assert f"{export} holds .git, thesis.tex, which the lab did not put there" in output, output
 
 
-def test_links_and_world_writable_directories_on_the_way_are_refused(tmp_path: Path) -> None:
+def test_links_and_directories_others_may_write_on_the_way_are_refused(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     target.mkdir()
     (tmp_path / "linked").symlink_to(target)
@@ -78,6 +78,14 @@ def test_links_and_world_writable_directories_on_the_way_are_refused(tmp_path: P
     shared.chmod(0o1777)
     code, output = _check(shared / "export", tmp_path / "run-shared")
     assert code != 0 and f"{shared} is writable by every user" in output, output
+
+    for name, owner, mode, who in (("users", 65534, 0o755, "user 65534"), ("team", 0, 0o775, "group 0")):
+        parent = tmp_path / name
+        parent.mkdir()
+        os.chown(parent, owner, 0)
+        parent.chmod(mode)
+        code, output = _check(parent / "export", tmp_path / f"run-{name}")
+        assert code != 0 and f"{parent} is writable by {who}" in output, output
 
     export = _lab_made(tmp_path / "export")
     (export / "runs").rmdir()

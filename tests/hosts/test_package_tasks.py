@@ -84,7 +84,9 @@ def test_the_install_uses_the_decided_list_age_and_callers_say_when_a_repository
         includes = [t.get("ansible.builtin.include_role", {}).get("name") for t in found]
         assert includes.count("apt_signed_source") == 1, role
         (packages,) = [
-            t for t in found if t.get("ansible.builtin.include_role", {}).get("name") == "lab_packages"
+            t
+            for t in found
+            if t.get("ansible.builtin.include_role", {}) == {"name": "lab_packages"}  # its install, main.yml
         ]
         refresh = packages["vars"]["lab_packages_refresh"]
         assert refresh.startswith("{{") and refresh.endswith(f"{changed} }}}}"), (role, refresh)
@@ -113,6 +115,86 @@ def test_python3_debian_is_installed_before_any_repository_is_added() -> None:
     assert first["hosts"] == "all" and first["roles"] == [{"role": "prereq"}]
     defaults = yaml.safe_load((ROLES / "prereq" / "defaults" / "main.yml").read_text())
     assert "python3-debian" in defaults["prereq_packages"]
+
+
+# lab_packages: reset's marks, and apt's lock
+
+
+def _marked_at_reset(tmp_path: Path, manual_record: list[str] | None) -> list[str]:
+    """The packages reset hands to `apt-mark auto`: the lab added nfs-common (asked for by name),
+    keyutils and libnfsidmap1 (its dependencies); since, the owner installed keyutils by hand."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "packages").write_text("nfs-common\nkeyutils\nlibnfsidmap1\n")
+    if manual_record is not None:
+        (state / "packages-manual").write_text("".join(f"{p}\n" for p in manual_record))
+    fakes = {
+        "dpkg-query": "printf 'ii nfs-common\\nii keyutils\\nii libnfsidmap1\\nii bash\\n'",
+        "apt-mark": 'case "$1" in showmanual) printf "bash\\nkeyutils\\nnfs-common\\n";;\n'
+        ' auto) shift; echo "$*" >> "$FAKE_DIR/auto"\n'
+        '  for p; do echo "$p set to automatically installed."; done;;\n'
+        "esac",
+        "apt-get": "exit 0",  # nothing is unneeded: nothing is purged
+    }
+    rc, output, _ = _run("lab_packages", "reset.yml", tmp_path, {"lab_state_dir": str(state)}, fakes, [])
+    assert rc == 0, output
+    return (tmp_path / "auto").read_text().split()
+
+
+def test_reset_leaves_the_packages_the_owner_installed_by_hand_to_the_owner(tmp_path: Path) -> None:
+    assert sorted(_marked_at_reset(tmp_path, ["nfs-common"])) == ["libnfsidmap1", "nfs-common"]
+
+
+def test_reset_of_a_lab_without_the_record_of_its_requests_marks_all_its_packages(tmp_path: Path) -> None:
+    assert sorted(_marked_at_reset(tmp_path, None)) == ["keyutils", "libnfsidmap1", "nfs-common"]
+
+
+def _all_tasks() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        found += [
+            (f"{path.parent.parent.name}/{path.name}", t) for t in _blocks(yaml.safe_load(path.read_text()))
+        ]
+    return found
+
+
+# What apt, the apt module and dpkg say when another process holds the lock: apt-get (apt 2.6),
+# the apt module's LockFailedException, dpkg --set-selections (dpkg 1.21; dpkg 1.19's wording).
+LOCK_HELD = [
+    "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 281 (python3)",
+    "Failed to lock apt for exclusive operation: Failed to lock directory /var/lib/apt/lists/",
+    "dpkg: error: dpkg frontend lock was locked by another process with pid 281",
+    "dpkg: error: dpkg frontend is locked by another process",
+]
+NOT_THE_LOCK = ["E: Unable to locate package kubelet", "dpkg: error: parsing file '/var/lib/dpkg/status'"]
+
+
+def test_every_task_that_takes_the_dpkg_lock_waits_for_it() -> None:
+    """unattended-upgrades holds the dpkg lock for minutes on a first boot (Ubuntu 24.04). The apt
+    module waits lock_timeout seconds (default 60, ansible-core modules/apt.py), except while it
+    installs its own python3-apt; dpkg --set-selections (dpkg_selections) fails at once. Every such
+    task waits, and is tried again while the lock is what failed, for lab_packages_lock_timeout."""
+    defaults = yaml.safe_load((ROLES / "lab_packages" / "defaults" / "main.yml").read_text())
+    assert defaults["lab_packages_lock_timeout"] >= 600
+    busy = re.compile(defaults["lab_packages_lock_busy"])
+    assert all(busy.search(message) for message in LOCK_HELD)
+    assert not any(busy.search(message) for message in NOT_THE_LOCK)
+
+    takers = [
+        (where, t)
+        for where, t in _all_tasks()
+        if {"ansible.builtin.apt", "ansible.builtin.dpkg_selections"} & set(t)
+    ]
+    assert sorted(where for where, _ in takers) == [
+        "lab_packages/main.yml",
+        "lab_packages/reset.yml",
+        "lab_packages/selections.yml",
+    ], "apt and dpkg are driven by the lab_packages role alone"
+    for where, task in takers:
+        if "ansible.builtin.apt" in task:
+            assert task["ansible.builtin.apt"].get("lock_timeout") == "{{ lab_packages_lock_timeout }}", where
+        assert "lab_packages_lock_timeout" in str(task["retries"]), where
+        assert task["until"].endswith(f"{task['register']}.msg is not search(lab_packages_lock_busy)"), where
 
 
 # nvidia: the machine's own toolkit release (its own toolkit source: tests/hosts/test_apt_sources.py)

@@ -19,10 +19,12 @@ from lab.playbook import (
     SECRETS_PREFIX,
     PlaybookError,
     PlaybookResult,
+    control_dir,
     run_playbook,
     stop_playbook,
 )
 from tests.hosts.conftest import local_inventory
+from tests.support.sshd import SERVER, Sshd
 
 TOKEN = "abcdef.0123456789abcdef"
 SECRET_MARKERS = [TOKEN, "S2V5LVNFQ1JFVC1NQVJLRVI", "Key-SECRET-MARKER", "Env-SECRET-MARKER"]
@@ -57,14 +59,25 @@ def test_a_run_reports_counts_and_set_stats_and_converges(
     assert "S2V5LVNFQ1JFVC1NQVJLRVI" in first.stats["lab_kubeconfig"]
     assert first.stats["lab_nodes"] == {"node-a": {"address": "10.9.0.1"}, "node-b": {"address": "10.9.0.2"}}
 
-    progress = capfd.readouterr().err
-    assert "changed     node-a: Write the node's marker" in progress
-    assert "RECAP node-b: ok=6 changed=2 skipped=0 failed=0" in progress
-    assert "ok          node-a: Say why nothing is installed: skipping install: a pretend node" in progress
+    # A line per play and node, and the note a task left said once for both nodes.
+    progress = capfd.readouterr().err.splitlines()
+    assert progress == [
+        "  changed     node-a: Bootstrap the pretend node: 2 ok, 1 changed, 3 hidden (no_log)",
+        "  changed     node-b: Bootstrap the pretend node: 2 ok, 1 changed, 3 hidden (no_log)",
+        "              node-a, node-b: skipping install: a pretend node",
+    ]
+    # Every task's line is in the run's full log.
+    log = Path(first.log).read_text()
+    assert "changed     node-a: Write the node's marker" in log
+    assert "RECAP node-b: ok=6 changed=2 skipped=0 failed=0" in log
+    assert "ok          node-a: Say why nothing is installed: skipping install: a pretend node" in log
+    assert Path(first.log).stat().st_mode & 0o777 == 0o600
 
     second = _site(ansible_dir, target, tmp_path / "work", ["node-a", "node-b"], quiet=True)
     assert second.total_changed == 0
     assert capfd.readouterr().err == ""
+    third = _site(ansible_dir, target, tmp_path / "work", ["node-a", "node-b"], verbose=True)
+    assert capfd.readouterr().err == Path(third.log).read_text(), "--verbose shows the whole log"
 
 
 def test_secrets_stay_out_of_the_artifacts(
@@ -203,6 +216,7 @@ def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path
     operator.wait(timeout=60)
     assert _wait_until_gone(work, 30) == [], "a process of the terminated run outlived it"
     assert list(work.glob(f"{SECRETS_PREFIX}*")) == [], "the secrets file outlived the terminated run"
+    assert not control_dir(work).exists(), "its ssh connections' folder outlived the terminated run"
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
@@ -236,27 +250,87 @@ def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: P
     assert [f.host for f in caught.value.failures] == ["node-a"]
 
 
-def test_an_unreachable_host_is_named(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
+def test_a_failure_is_shown_in_full_and_the_play_it_stopped_is_not_called_ok(
+    ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(PlaybookError) as caught:
+        run_playbook(
+            tmp_path / "work", "failing.yml", local_inventory(target, ["node-a"]), ansible_dir=ansible_dir
+        )
+    shown = capfd.readouterr().err.splitlines()
+    (failure,) = caught.value.failures
+    assert shown == [f"  failed      node-a: Read a file that is not there: {failure.message}"]
+    assert "missing-file" in failure.message
+    assert "ok          node-a: A task that works" in Path(caught.value.log).read_text()
+
+
+def test_an_unreachable_host_is_one_line_with_what_to_check(
+    ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     inventory = local_inventory(target, ["node-a"])
     inventory["all"]["vars"].update(
         ansible_connection="ssh", ansible_host="127.0.0.1", ansible_port=1, ansible_user="nobody"
     )
-    with pytest.raises(PlaybookError, match=r"host node-a, task 'Write the join token.*'"):
-        _site(ansible_dir, target, tmp_path / "work", ["node-a"], quiet=True, inventory=inventory)
+    with pytest.raises(PlaybookError) as caught:
+        _site(ansible_dir, target, tmp_path / "work", ["node-a"], inventory=inventory, playbook="failing.yml")
+    # One line for the node, with what to check, as `labctl doctor` says it; nothing about the
+    # tasks or plays that never ran on it.
+    line = "node-a (nobody@127.0.0.1, port 1): cannot log in over SSH"
+    assert caught.value.failures[0].message.startswith(line)
+    shown = capfd.readouterr().err.splitlines()
+    assert len(shown) == 1 and shown[0].startswith(f"  unreachable {line}"), shown
+    assert "check the address, that the machine is up" in shown[0] and "Connection refused" in shown[0]
+
+
+def _ssh_masters() -> set[int]:
+    """ssh connection masters on this machine: ssh renames each `ssh: SOCKET [mux]`."""
+    found = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if text.startswith(b"ssh: ") and b"[mux]" in text:
+            found.add(int(cmdline.parent.name))
+    return found
+
+
+def test_a_run_over_ssh_leaves_no_connection_behind(
+    ansible_dir: Path, target: Path, tmp_path: Path, sshd: Sshd
+) -> None:
+    """Ansible keeps each node's ssh connection open for 60 s after its last task (ControlPersist):
+    no such master, holding a login to the node, outlives the run that opened it."""
+    inventory = local_inventory(target, ["node-a"])
+    inventory["all"]["vars"].update(
+        ansible_connection="ssh",
+        ansible_host=SERVER,
+        ansible_port=sshd.port,
+        ansible_user="root",
+        ansible_ssh_private_key_file=str(sshd.key),
+        ansible_ssh_common_args="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+    )
+    before = _ssh_masters()
+    work = tmp_path / "work"
+    _site(ansible_dir, target, work, ["node-a"], quiet=True, inventory=inventory)
+    assert _ssh_masters() - before == set(), "an ssh connection master outlived the run"
+    assert not control_dir(work).exists()
 
 
 def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
-    """A process that is no part of a run but names the run's inventory on its command line (anyone
-    can start one) outlives the run's clean-up, before and after it."""
+    """Processes that are no part of a run but name the run's inventory or its ssh control folder on
+    their command lines (anyone can start one) outlive the run's clean-up, before and after it."""
     work = tmp_path / "work"
     (work / "inventory").mkdir(parents=True)
-    bystander = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(300)", f"{work.resolve()}/inventory/hosts.json"]
-    )
+    bystanders = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", named])
+        for named in (f"{work.resolve()}/inventory/hosts.json", f"{control_dir(work)}/socket [mux]")
+    ]
     try:
         _site(ansible_dir, target, work, ["node-a"], quiet=True)
         stop_playbook(None, work)
-        assert bystander.poll() is None, "the clean-up killed a process that was not the run's"
+        for bystander in bystanders:
+            assert bystander.poll() is None, f"the clean-up killed {bystander.args[-1]!r}, not the run's"
     finally:
-        bystander.kill()
-        bystander.wait()
+        for bystander in bystanders:
+            bystander.kill()
+            bystander.wait()

@@ -1,9 +1,12 @@
 """What a test machine holds that the lab may touch, as a before/after inventory, and the state its
 owner had there before the lab came, planted by the tests.
 
-Firewall rules cannot be planted here: systemd-nspawn keeps CAP_NET_ADMIN from the machines, so
-nothing inside them can hold or list an iptables rule; and /proc/sys is read-only there, so the
-running kernel's settings never change (the files in /etc/sysctl.d are compared instead).
+The machines hold CAP_NET_ADMIN in their own network namespace (lab/testbed/machines.py), so
+links and firewall rules are real and listed; /proc/sys is read-only there, so the running
+kernel's settings never change (the files in /etc/sysctl.d are compared instead). Processes are
+listed with their cgroup, leaving out the SSH session that lists them. A firewall table with no
+rule, no chain of its own and the kernel's accept policies is listed as nothing: iptables-nft
+creates a table on first use and cannot delete one, and such a table filters nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +35,31 @@ echo '## manual'
 apt-mark showmanual
 echo '## sysctl files'
 grep -rH . /etc/sysctl.conf /etc/sysctl.d 2>/dev/null
+echo '## mounts'
+awk '{print $1, $2, $3}' /proc/self/mounts
+echo '## processes'
+for p in /proc/[0-9]*; do
+  args=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) && [ -n "$args" ] || continue
+  group=$(grep -m1 '^0::' "$p/cgroup" 2>/dev/null | cut -d: -f3)
+  case "$group" in /system.slice/ssh.service) continue ;; esac
+  echo "$group $args"
+done
+echo '## links'
+ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1
+echo '## firewall'
+for tool in iptables ip6tables; do
+  command -v $tool-save >/dev/null || continue
+  $tool-save | grep -v '^#' | sed -E 's/ \[[0-9]+:[0-9]+\]$//' | awk -v tool=$tool '
+    BEGIN { builtin = "^:(INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING)$" }
+    /^\*/ { table = $0; n = 0; used = 0; next }
+    /^COMMIT/ { if (used) { print tool, table; for (i = 1; i <= n; i++) print tool, line[i] }; next }
+    { line[++n] = $0 }
+    /^-A/ || (/^:/ && ($2 != "ACCEPT" || $1 !~ builtin)) { used = 1 }'
+done
+echo '## cluster paths'
+find /var/lib/rancher /var/lib/kubelet /var/lib/containerd /var/log/pods /var/log/containers /run/k3s \
+  /run/flannel /run/netns /run/containerd /usr/local/bin /etc/nvidia-container-runtime -xdev 2>/dev/null
+find /sys/fs/cgroup -maxdepth 2 -name 'kubepods*' 2>/dev/null
 echo '## lab state'
 """
     + f"find {NODE_STATE_DIR} 2>/dev/null\nexit 0\n"
@@ -48,6 +76,27 @@ echo '{{"cniVersion": "1.0.0", "name": "podman", "plugins": [{{"type": "bridge"}
 echo 10.88.0.2 > {OWNER_CNI_LEASE}
 printf 'vm.swappiness = 10\\nnet.ipv4.ip_forward = 0\\n' > {OWNER_SYSCTL}
 """
+
+# An owner who runs podman's CNI networks, so has iptables and the CNI firewall plugin's chains
+# before the lab comes (and so a way to list the machine's rules before and after).
+OWNERS_RULES = """*filter
+:CNI-ADMIN - [0:0]
+:CNI-FORWARD - [0:0]
+-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
+-A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN
+COMMIT
+"""
+OWNER_HAS_PODMAN = f"""
+set -e
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q iptables >/dev/null
+iptables-restore --noflush <<'RULES'
+{OWNERS_RULES}RULES
+"""
+OWNER_DROPS_PODMAN = "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q iptables >/dev/null"
+
+# Files that change with what reset.yml does, with the reason: shadow-utils' backups of the previous
+# version, rewritten by every user or group change (removing the users the lab's packages created).
+REWRITTEN_BY_RESET = ("/etc/passwd-", "/etc/group-", "/etc/shadow-", "/etc/gshadow-")
 
 # A package of the owner's that needs one the lab installed (nfs-common): installed while the lab
 # runs, it must keep working after reset, and what it needs with it.

@@ -35,16 +35,9 @@ def provider() -> HostBootstrapProvider:
     return HostBootstrapProvider()
 
 
-# Files that change with what reset.yml does, with the reason (the inventory leaves out the
-# export's data, which stays unless the stack sets nfs.purgeOnDestroy).
-KEPT = (
-    # shadow-utils' backups of the previous version, rewritten by every user or group change:
-    # removing the users the lab's packages created rewrites them.
-    "/etc/passwd-",
-    "/etc/group-",
-    "/etc/shadow-",
-    "/etc/gshadow-",
-)
+# Files that change with what reset.yml does (the inventory leaves out the export's data, which
+# stays unless the stack sets nfs.purgeOnDestroy).
+KEPT = machine_state.REWRITTEN_BY_RESET
 
 
 @pytest.fixture(scope="module")

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from lab import testbed
 from lab.config import LabConfig
 from lab.testbed import machines as machine_boot
 from lab.testbed import rootfs
+from lab.testbed.machines import login_command
 
 
 def test_machines_answer_ssh_with_sudo_and_reach_each_other(
@@ -19,6 +24,30 @@ def test_machines_answer_ssh_with_sudo_and_reach_each_other(
     probe = f"exec 3<>/dev/tcp/{second.address}/22 && head -c 4 <&3"
     assert testbed.ssh(machines, first, "bash", "-c", f"'{probe}'") == "SSH-"
     assert [n.address for n in lab.nodes] == [first.address, second.address]
+
+
+def test_the_login_a_person_is_given_checks_the_machines_own_keys_and_leaves_theirs_alone(
+    machines: testbed.Testbed,
+) -> None:
+    """The command printed for a person (`labctl try --keep`, `python -m lab.testbed status`)
+    checks each machine's host key strictly against the testbed's own file: the machines get new
+    keys on every `up`, so a key kept in the user's ~/.ssh/known_hosts would make the next
+    testbed's login fail as a changed host identification."""
+    own = Path("~root/.ssh/known_hosts").expanduser()
+    before = own.read_bytes() if own.exists() else None
+    for machine in machines.layout.machines:
+        *command, target = shlex.split(login_command(machines.layout, machine))
+        assert command[0] == "ssh" and "StrictHostKeyChecking=yes" in command, command
+        # No prompt: an unknown or changed host key fails the login instead of asking.
+        done = subprocess.run(
+            [*command, "-F", "/dev/null", "-o", "BatchMode=yes", target, "hostname"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout.strip() == machine.name, done.stderr
+    assert (own.read_bytes() if own.exists() else None) == before, "the user's known_hosts changed"
 
 
 def test_a_failed_up_leaves_nothing(machines: testbed.Testbed, monkeypatch: pytest.MonkeyPatch) -> None:

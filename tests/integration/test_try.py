@@ -1,5 +1,6 @@
 """`labctl try` end to end on its own two test machines: machines, bootstrap, DDP across both,
-results and plots, validation, teardown; and a Ctrl-C after the machines are up leaves nothing."""
+results and plots, validation, teardown; and a Ctrl-C, SIGTERM or SIGHUP after the machines are
+up leaves nothing."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,8 @@ from lab.cli.try_local import STACK, layout
 from lab.inventory import STATE_DIR
 from lab.testbed import processes
 
-pytestmark = pytest.mark.timeout(600)
+# The clock starts with the test, not while `turn` waits for other runs to release the machines.
+pytestmark = pytest.mark.timeout(600, func_only=True)
 RUN_TIMEOUT_S = 480
 
 
@@ -44,22 +48,51 @@ def _start(out: Path) -> subprocess.Popen[str]:
     )
 
 
-def _nothing_left() -> None:
+def _ssh_masters() -> set[int]:
+    """ssh connection masters (Ansible's ControlPersist): ssh renames each `ssh: SOCKET [mux]`."""
+    return {
+        pid
+        for pid in map(int, (p.name for p in Path("/proc").glob("[0-9]*")))
+        if " ".join(processes.command_line(pid)).startswith("ssh: ")
+        and "[mux]" in " ".join(processes.command_line(pid))
+    }
+
+
+@dataclass(frozen=True)
+class Before:
+    """What was there before a run, others' (ssh connection masters, work folders of a run that
+    was killed): a run may leave none of these."""
+
+    masters: set[int]
+    work_folders: set[Path]
+
+    @classmethod
+    def now(cls) -> Before:
+        return cls(_ssh_masters(), set(Path(tempfile.gettempdir()).glob("k8scifar-try-*")))
+
+
+def _nothing_left(before: Before) -> None:
+    """No machine, namespace, bridge or veth, state folder, work folder or process of the run."""
     assert testbed.leftovers(layout()) == []
     assert not (STATE_DIR / STACK).exists()
+    assert not layout().state.exists()
+    assert Before.now().work_folders - before.work_folders == set()
     # No trainer, torchrun or playbook of the run: they name its work folder or state.
     stray = [
         pid
         for pid in map(int, (p.name for p in Path("/proc").glob("[0-9]*")))
         if any(
             mark in " ".join(processes.command_line(pid))
-            for mark in ("k8scifar-try-", str(STATE_DIR / STACK))
+            for mark in ("k8scifar-try-", str(STATE_DIR / STACK), *(m.address for m in layout().machines))
         )
     ]
     assert stray == [], [processes.command_line(pid) for pid in stray]
+    # No login to a machine kept open by an ssh connection master.
+    assert _ssh_masters() - before.masters == set(), "an ssh connection master outlived the run"
 
 
 def test_try_trains_across_both_machines_and_removes_them(turn: None, tmp_path: Path) -> None:
+    before = Before.now()
     proc = _start(tmp_path / "results")
     out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 0, out
@@ -71,27 +104,57 @@ def test_try_trains_across_both_machines_and_removes_them(turn: None, tmp_path: 
     (run,) = (tmp_path / "results").iterdir()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["epochs"] == 2
-    assert {"curves.png", "metrics.jsonl", "validation.txt"} <= {p.name for p in run.iterdir()}
+    assert {"curves.png", "metrics.jsonl", "validation.txt", "bootstrap.log"} <= {
+        p.name for p in run.iterdir()
+    }
     assert not (run / "checkpoints").exists()
     report = (run / "validation.txt").read_text()
     assert "PASS" in report and "FAIL" not in report and "ERROR" not in report, report
-    _nothing_left()
+    # Each skip reason once (the stack skips the Kubernetes install: many checks, one reason).
+    assert report.count("kubernetesInstall is skipped in this stack") == 1, report
+    # The bootstrap: a line per play and machine (and each note once), not one per task; every
+    # task's line is in the run folder's bootstrap.log.
+    bootstrap = out.split("2/5 bootstrap", 1)[1].split("  done in", 1)[0].splitlines()[1:]
+    assert 0 < len(bootstrap) <= 30 and not any(line.startswith("PLAY") for line in bootstrap), out
+    log = (run / "bootstrap.log").read_text()
+    assert log.count("RECAP ") == 2 and len(log.splitlines()) > 4 * len(bootstrap), log
+    _nothing_left(before)
 
 
-def test_ctrl_c_after_the_machines_are_up_leaves_nothing(turn: None, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "group", "said"),
+    [
+        (signal.SIGINT, True, "interrupted"),  # Ctrl-C: the terminal signals the whole group
+        (signal.SIGTERM, False, "stopped by SIGTERM"),  # `kill PID`, CI cancelling a job
+        (signal.SIGHUP, True, "stopped by SIGHUP"),  # the terminal closed under the whole group
+    ],
+    ids=["Ctrl-C to its group", "SIGTERM to labctl", "SIGHUP to its group"],
+)
+def test_a_stop_signal_during_the_bootstrap_leaves_nothing(
+    turn: None, tmp_path: Path, stop: signal.Signals, group: bool, said: str
+) -> None:
+    """Stopped once the machines are up and Ansible works on them, by whatever a terminal, CI or
+    `timeout` sends: machines, namespaces, bridge and veths, state, work folder, Ansible and its
+    ssh connection masters all go, and the exit status is the signal's."""
+    before = Before.now()
     proc = _start(tmp_path / "results")
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "2/5 bootstrap" in line:  # the machines are up and Ansible is starting on them
+        if "2/5 bootstrap" in line:
             break
     else:
         pytest.fail("labctl try ended before the bootstrap:\n" + "".join(seen))
-    time.sleep(5)  # well into site.yml: ansible-playbook and ssh sessions to both machines run
-    assert testbed.leftovers(layout()) != []
-    os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, "".join(seen) + out
-    assert "teardown" in out and "labctl: interrupted" in out
-    _nothing_left()
+    deadline = time.monotonic() + 60  # until Ansible holds a connection to a machine
+    while not _ssh_masters() - before.masters and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _ssh_masters() - before.masters, "the bootstrap opened no ssh connection to stop"
+    if group:
+        os.killpg(proc.pid, stop)
+    else:
+        proc.send_signal(stop)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 128 + stop, "".join(seen) + out
+    assert "teardown" in out and f"labctl: {said}" in out, out
+    _nothing_left(before)

@@ -11,7 +11,12 @@ local HTTPS server that reports the lab's Jobs running, failed or complete.
 from __future__ import annotations
 
 import base64
+import http.client
+import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import yaml
@@ -125,3 +130,41 @@ def test_an_unreachable_api_server_replaces_nothing(tmp_path: Path) -> None:
     with recording_server(tmp_path) as server:
         config = kubeconfig(server, tmp_path)
     assert has_failed(config, "lab", "build") is False  # the server is gone
+
+
+def test_no_client_key_is_on_disk_while_the_api_server_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill of the program while it waits on the API server (a second Ctrl-C, the OOM killer)
+    runs no clean-up: the admin key must be gone from disk before the request is sent."""
+    (tmp_path / "client").mkdir()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    seen: list[list[str]] = []
+
+    def urlopen(*args: object, **kwargs: object) -> NoReturn:
+        seen.append(sorted(str(p.relative_to(spool)) for p in spool.rglob("*")))
+        raise urllib.error.URLError("no answer")
+
+    with recording_server(tmp_path) as server:
+        config = kubeconfig(server, tmp_path)
+        monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+        assert has_failed(config, "lab", "build") is False
+    assert seen == [[]], f"on disk during the request: {seen}"
+
+
+@pytest.mark.parametrize("dropped", [http.client.BadStatusLine("garbage"), http.client.IncompleteRead(b"{")])
+def test_a_reply_cut_short_replaces_nothing(
+    dropped: Exception, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server or proxy that drops the connection mid-reply: no traceback in the program."""
+    (tmp_path / "client").mkdir()
+
+    def urlopen(*args: object, **kwargs: object) -> NoReturn:
+        raise dropped
+
+    with recording_server(tmp_path) as server:
+        config = kubeconfig(server, tmp_path)
+        monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+        assert has_failed(config, "lab", "build") is False

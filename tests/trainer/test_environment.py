@@ -56,6 +56,10 @@ def test_a_statefulset_pod_name_gives_the_rank_when_rank_is_absent() -> None:
             {"WORLD_SIZE": "2", "RANK": "-1", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
             "RANK=-1 must be at least 0",
         ),
+        (
+            {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "a", "MASTER_PORT": "99999"},
+            "MASTER_PORT=99999 must be from 1 to 65535",
+        ),
     ],
 )
 def test_bad_environments_are_named(env: dict[str, str], message: str) -> None:

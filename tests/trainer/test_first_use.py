@@ -9,7 +9,7 @@ import pytest
 from matplotlib.lines import Line2D
 
 from tests.trainer.conftest import read_json, run, torchrun, trainer
-from trainer import plots, train
+from trainer import contract, plots, train
 from trainer.loader import few_steps_warning
 
 
@@ -81,11 +81,11 @@ HISTORY = [
 
 
 def test_the_curves_name_the_run_use_whole_epochs_a_log_loss_and_show_the_target() -> None:
-    labels = plots.RunLabels("small", "airbench", 2, 0.94, 0.2)
+    labels = plots.RunLabels("small", "airbench", 2, 0.94, 0.2, contract.CIFAR10)
     figure = plots.curves_figure(HISTORY, labels)
     figure.canvas.draw()
     loss, accuracy = figure.axes
-    assert figure.get_suptitle() == "run small: airbench on 2 ranks"
+    assert figure.get_suptitle() == "run small: airbench on 2 ranks, trained on CIFAR-10"
     assert loss.get_yscale() == "log"
     for axes in (loss, accuracy):
         assert all(tick == int(tick) for tick in axes.get_xticks()), axes.get_xticks()
@@ -96,3 +96,13 @@ def test_the_curves_name_the_run_use_whole_epochs_a_log_loss_and_show_the_target
     notes = " ".join(text.get_text() for text in figure.texts)
     assert "smoothed by 0.2" in notes and "above the test loss" in notes
     assert plots.smoothing_floor(0.2, 10) == pytest.approx(0.8669, abs=1e-4)
+
+
+def test_curves_of_a_generated_set_draw_no_cifar10_target() -> None:
+    """On a generated set a 94% CIFAR-10 target line beaten at 99% would read as a CIFAR-10 result."""
+    labels = plots.RunLabels("small", "airbench", 2, 0.94, 0.2, contract.GENERATED)
+    figure = plots.curves_figure(HISTORY, labels)
+    _, accuracy = figure.axes
+    assert figure.get_suptitle().endswith(f"trained on {contract.GENERATED}")
+    flat = [line for line in accuracy.get_lines() if len(set(line.get_ydata())) == 1]
+    assert flat == [] and "no CIFAR-10 target" in accuracy.get_title()

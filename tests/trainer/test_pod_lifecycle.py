@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,7 +47,7 @@ def pod_command(dataset: Path, runs: Path, ready: Path) -> list[str]:
     paths = {"/data": str(dataset), "/runs": str(runs), training.READY_FILE: str(ready)}
     # The one flag left out: the set here is synthetic, not CIFAR-10's published files.
     args = [paths.get(a, a) for a in args if a != REQUIRE_CIFAR10]
-    return ["python", "-m", "trainer", *args, *SMALL[:-1], "8", "--threads", "1"]
+    return [sys.executable, "-m", "trainer", *args, *SMALL[:-1], "8", "--threads", "1"]
 
 
 def pod_env(ordinal: int, port: int, server: Recorder, account: Path) -> dict[str, str]:
@@ -71,7 +72,7 @@ def listening(port: int) -> bool:
 
 def probe(ready: Path) -> int:
     done = subprocess.run(
-        ["python", "-m", "trainer", "probe", "--ready", str(ready)],
+        [sys.executable, "-m", "trainer", "probe", "--ready", str(ready)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},

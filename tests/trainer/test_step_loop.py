@@ -15,6 +15,7 @@ from torch.overrides import TorchFunctionMode
 
 from trainer import checkpoint, distributed, train
 from trainer.config import ConfigurationError, resolve
+from trainer.contract import GENERATED
 from trainer.data import Split
 
 # Calls that cross between host and device on a GPU: a copy to or from the device (`to` with a
@@ -66,7 +67,7 @@ def _run(
         "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
         "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": sync_batchnorm,
     }  # fmt: skip
-    config = resolve(flags, train_images, 64)
+    config = resolve(flags, train_images, 64, GENERATED)
     where = train.RunOptions(tmp_path / f"run-{train_images}", "gloo", 60, 3, 0.94, "exit", **options)
     place = distributed.Topology(0, world_size, 0, "127.0.0.1", 0)
     run = train.Run(config, where, place, splits)

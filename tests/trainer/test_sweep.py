@@ -158,3 +158,31 @@ def test_a_sweep_file_set_is_held_to_the_flag_rules(tmp_path: Path) -> None:
     path.write_text(json.dumps(content))
     with pytest.raises(SweepError, match=r"'batch_size' in .* set 2: must be an integer in \[1, 50000\]"):
         select(path, 2)
+
+
+def test_a_hand_written_sweep_file_with_a_key_twice_or_nested_deep_is_one_line(tmp_path: Path) -> None:
+    """json keeps the last of two equal keys without a word, and recurses once per level."""
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"sets": [{"lr": 0.1, "lr": 0.2}]}')
+    with pytest.raises(SweepError, match=r"twice.json names 'lr' twice in one object; keep one"):
+        select(twice, 0)
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"sets": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(SweepError, match=r"deep.json is nested too deeply to read"):
+        select(deep, 0)
+    train = [
+        "train",
+        "--data",
+        tmp_path,
+        "--runs",
+        tmp_path,
+        "--run-name",
+        "x",
+        "--sweep",
+        deep,
+        "--index",
+        "0",
+    ]
+    command = [sys.executable, "-m", "trainer", *map(str, train)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr

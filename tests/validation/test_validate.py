@@ -34,7 +34,46 @@ def test_report_puts_failures_first_and_groups_hosts() -> None:
     assert lines[0] == "FAIL  forwarding sysctls: b"
     assert lines[1].strip() == "net.ipv4.ip_forward is 0, needs 1"
     assert "PASS  os and kernel are supported: a, b" in lines
-    assert lines[-1] == "1 failed, 2 passed, 1 skipped"
+    assert lines[-1] == "1 failed, 1 passed, 1 skipped"
+
+
+REASON = "kubernetesInstall is skipped in this stack: no k3s binary can be downloaded here"
+SKIPPED_FOR_ONE_REASON = (
+    """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">"""
+    + "".join(
+        f'<testcase classname="c" name="test_{check}[ansible://{host}]"/>'
+        for check in ("sysctls", "nfs_export", "packages", "apparmor")
+        for host in ("node1", "node2")
+    )
+    + "".join(
+        f'<testcase classname="c" name="test_{check}[ansible://{host}]">'
+        f'<skipped type="pytest.skip" message="Skipped: {REASON}">skip</skipped></testcase>'
+        for check in ("kubelet_runs", "nodes_ready", "device_plugin", "runtime_class", "registry_pull")
+        for host in ("node1", "node2")
+    )
+    + "".join(
+        f'<testcase classname="c" name="test_cluster_objects[ansible://node1]">'
+        f'<skipped type="pytest.skip" message="Skipped: {reason}">skip</skipped></testcase>'
+        for reason in (REASON, "cluster checks run once, through kubectl on the server node1")
+    )
+    + "</testsuite></testsuites>"
+)
+
+
+def test_a_reason_is_said_once_and_the_summary_counts_checks_as_the_lines_do() -> None:
+    """Ten skips for one reason were ten lines, and 4 PASS lines stood over '8 passed'."""
+    out = io.StringIO()
+    validate.print_report(validate.parse_junit(SKIPPED_FOR_ONE_REASON), out)
+    lines = out.getvalue().splitlines()
+    assert out.getvalue().count(REASON) == 1, out.getvalue()
+    passes = [line for line in lines if line.startswith("PASS")]
+    skips = [line for line in lines if line.startswith("SKIP")]
+    assert len(passes) == 4 and len(skips) == 2, lines
+    # A check skipped on fewer nodes is named with its own.
+    assert skips[0].startswith("SKIP  6 checks: kubelet runs on node1, node2;"), skips[0]
+    assert skips[0].endswith("registry pull on node1, node2; cluster objects on node1"), skips[0]
+    assert skips[1] == "SKIP  cluster objects: node1"
+    assert lines[-1] == "4 passed, 6 skipped"
 
 
 def test_bad_stack_is_refused_with_the_key(tmp_path: Path) -> None:

@@ -28,9 +28,10 @@ def _way(path: PurePosixPath) -> list[str]:
     problems = []
     for parent in reversed(path.parents[:-1]):
         try:
-            mode = os.lstat(parent).st_mode
+            found = os.lstat(parent)
         except FileNotFoundError:
             break  # the lab creates the rest of the way, as root
+        mode = found.st_mode
         if stat.S_ISLNK(mode):
             problems.append(f"{parent} is a symbolic link, which would lead the lab's changes elsewhere")
         elif not stat.S_ISDIR(mode):
@@ -38,6 +39,15 @@ def _way(path: PurePosixPath) -> list[str]:
         elif mode & stat.S_IWOTH:
             problems.append(
                 f"{parent} is writable by every user, who could put a link in the export's place;"
+                " use a path under directories only root may write, such as /srv"
+            )
+        elif found.st_uid != 0 or mode & stat.S_IWGRP:
+            # The kernel follows a link anywhere on the way (path_resolution(7)), so whoever may
+            # rename an entry of `parent` could swap the rest of the way for one between the
+            # check and the changes.
+            who = f"user {found.st_uid}" if found.st_uid != 0 else f"group {found.st_gid}"
+            problems.append(
+                f"{parent} is writable by {who}, who could put a link in the export's place;"
                 " use a path under directories only root may write, such as /srv"
             )
     return problems
