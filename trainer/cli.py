@@ -157,7 +157,7 @@ def _train(args: argparse.Namespace) -> int:
         options.update(sweep.select(args.sweep, index))
         run_dir = run_dir / str(index)
     # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
-    from trainer import data, distributed, train
+    from trainer import data, distributed, lifecycle, train
     from trainer.config import resolve
 
     place = distributed.topology(os.environ)
@@ -182,7 +182,7 @@ def _train(args: argparse.Namespace) -> int:
         epoch_eval=args.epoch_eval,
         compile=args.compile,
     )
-    return train.main(config, where, place, splits, train.StopSignal())
+    return lifecycle.main(config, where, place, splits, train.StopSignal())
 
 
 def _sweep_index(flag: int | None) -> int:
