@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic.alias_generators import to_camel, to_snake
 
 from lab.kubeconfig import API_PORT
+from lab.world import CPU_PACK_RANKS, World, capacity, plan
 from trainer import contract
 from trainer import sweep as trainer_sweep
-from trainer.hyperparameters import RULES, HyperparameterError, Rule
+from trainer.hyperparameters import RULES, HyperparameterError, Rule, nearest_batch
 from trainer.hyperparameters import check as check_hyperparameter
 
 PROJECT = "k8scifar"
@@ -101,7 +102,15 @@ MAX_NODE_GPUS = 32
 # characters too, so the lab's namespace leaves room for the longest suffix.
 BUILD_NAMESPACE_SUFFIX = "-build"
 GPU_NAMESPACE_SUFFIX = "-gpu"
-DERIVED_NAMESPACE_SUFFIXES = (BUILD_NAMESPACE_SUFFIX, GPU_NAMESPACE_SUFFIX)
+# Prometheus and Grafana; the exporters that need the host (lab.cluster.observability).
+MONITORING_NAMESPACE_SUFFIX = "-monitoring"
+EXPORTERS_NAMESPACE_SUFFIX = "-exporters"
+DERIVED_NAMESPACE_SUFFIXES = (
+    BUILD_NAMESPACE_SUFFIX,
+    GPU_NAMESPACE_SUFFIX,
+    MONITORING_NAMESPACE_SUFFIX,
+    EXPORTERS_NAMESPACE_SUFFIX,
+)
 DNS_LABEL_MAX = 63
 # The trainer's uid: above the system accounts (Debian Policy 9.2.2: 0-999) and the first login
 # user, 1000, which is also the uid the image build's BuildKit runs as; never `nobody` (65534),
@@ -456,9 +465,14 @@ class Trainer(_Model):
 
     model: Model = Field(default=Model.AIRBENCH, description="`airbench` (default) or `resnet9`.")
     replicas: int | None = Field(
-        default=None, ge=1, description="Ranks (pods); default: one per node that can take one."
+        default=None,
+        ge=1,
+        description="Ranks, a GPU each on GPU labs; default: every GPU of the lab (with pack and no"
+        " Kueue, the largest node's), one rank per node on CPU labs (docs/scaling.md).",
     )
-    placement: Placement = Field(default=Placement.SPREAD, description="`spread` or `pack`.")
+    placement: Placement = Field(
+        default=Placement.SPREAD, description="`spread` (pods on different nodes) or `pack` (fewest nodes)."
+    )
     epochs: int | None = Field(
         default=None,
         **RULES["epochs"].bounds(),
@@ -629,6 +643,19 @@ class Scheduling(_Model):
     )
 
 
+class Observability(_Model):
+    """Prometheus, Grafana and the exporters that watch the lab train (docs/observability.md)."""
+
+    enabled: bool = Field(default=True, description="Install the monitoring stack; `false` leaves it out.")
+    metrics_port: int = Field(
+        default=9464,
+        ge=1024,
+        # Below the ephemeral range the ranks' collectives use (EPHEMERAL_PORTS).
+        le=EPHEMERAL_PORTS[0] - 1,
+        description="Port each rank serves its Prometheus metrics on; not the rendezvous port.",
+    )
+
+
 class LabConfig(_Model):
     """Everything one stack says about the lab."""
 
@@ -651,6 +678,7 @@ class LabConfig(_Model):
     trainer: Trainer = Field(default_factory=Trainer)
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    observability: Observability = Field(default_factory=Observability)
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
         description="Steps to leave out, each mapped to the reason printed when it is skipped"
@@ -754,16 +782,30 @@ class LabConfig(_Model):
         return SkipStep.KUBERNETES_INSTALL not in self.skip
 
     @property
+    def packs_by_topology(self) -> bool:
+        """Whether Kueue's topology-aware scheduling packs the ranks' pods (lab.world)."""
+        return (
+            self.trainer.placement is Placement.PACK
+            and self.has_gpus
+            and self.gang_scheduler is GangScheduler.KUEUE
+        )
+
+    @property
+    def world(self) -> World:
+        """The training run's ranks and pods: as configured, else as many ranks as the placement allows."""
+        pack = self.trainer.placement is Placement.PACK
+        return plan([n.gpus for n in self.nodes], pack, self.packs_by_topology, self.trainer.replicas)
+
+    @property
     def replicas(self) -> int:
-        """Ranks of the training run: as configured, else as many as the placement allows."""
-        return self.trainer.replicas or self.max_replicas
+        """Ranks of the training run (the world size)."""
+        return self.world.ranks
 
     @property
     def max_replicas(self) -> int:
-        """Ranks the lab can place: a rank needs a whole GPU on GPU labs, a whole node with spread."""
-        if self.trainer.placement is Placement.SPREAD:
-            return len(self.gpu_nodes) if self.has_gpus else len(self.nodes)
-        return max(n.gpus for n in self.nodes) if self.has_gpus else 2
+        """Ranks the lab can place: a rank needs a whole GPU on GPU labs (lab.world)."""
+        pack = self.trainer.placement is Placement.PACK
+        return capacity([n.gpus for n in self.nodes], pack, self.packs_by_topology)
 
     @property
     def backend(self) -> str:
@@ -820,12 +862,13 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
         problems.append(_placement_problem(cfg, cfg.trainer.replicas))
     if cfg.trainer.batch_size % cfg.replicas:
-        lower = cfg.trainer.batch_size // cfg.replicas * cfg.replicas or cfg.replicas
         problems.append(
             f"k8scifar:trainer.batchSize: {cfg.trainer.batch_size} does not split evenly over"
-            f" {cfg.replicas} ranks; use a multiple of {cfg.replicas} such as {lower}"
+            f" {cfg.replicas} ranks; use {nearest_batch(cfg.trainer.batch_size, cfg.replicas)},"
+            f" the nearest multiple of {cfg.replicas}"
         )
     problems.extend(_port_checks(cfg))
+    problems.extend(_metrics_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
     minor = int(cfg.kubernetes_version.split(".")[1])
@@ -843,16 +886,20 @@ def _placement_problem(cfg: LabConfig, replicas: int) -> str:
     gpus = ", ".join(
         f"{n.name} has {n.gpus} (k8scifar:nodes[{cfg.nodes.index(n)}].gpus)" for n in cfg.gpu_nodes
     )
-    if cfg.trainer.placement is Placement.SPREAD and cfg.has_gpus:
-        why = f"spread puts one rank on each node with GPUs, and only {gpus}"
+    if cfg.has_gpus and (cfg.trainer.placement is Placement.SPREAD or cfg.packs_by_topology):
+        why = f"a rank needs a GPU of its own and the lab has {cfg.max_replicas} ({gpus})"
         fix = "give the other nodes their gpus, "
     elif cfg.trainer.placement is Placement.SPREAD:
         why, fix = f"spread puts one rank per node and the lab has {cfg.max_replicas} nodes", ""
     elif cfg.has_gpus:
-        why = f"pack puts every rank on one node and the largest holds {cfg.max_replicas} GPUs ({gpus})"
-        fix = ""
+        why = (
+            f"pack without Kueue puts every rank in one pod on one node and the largest holds"
+            f" {cfg.max_replicas} GPUs ({gpus})"
+        )
+        fix = "use scheduling.gang: kueue to pack over several nodes, "
     else:
-        why, fix = f"pack puts every rank on one node and the largest holds {cfg.max_replicas} ranks", ""
+        why = f"pack puts every rank on one node, {CPU_PACK_RANKS} at most on a CPU node"
+        fix = ""
     return (
         f"k8scifar:trainer.replicas: {replicas} ranks cannot be placed: {why};"
         f" set replicas to at most {cfg.max_replicas}, {fix}or change placement"
@@ -915,6 +962,16 @@ def _port_checks(cfg: LabConfig) -> list[str]:
     return [
         f"k8scifar:trainer.port: {port} collides with {' and '.join(users)}; choose a free port"
         " such as the default 29500"
+    ]
+
+
+def _metrics_port_checks(cfg: LabConfig) -> list[str]:
+    port = cfg.observability.metrics_port
+    if port != cfg.trainer.port:
+        return []
+    return [
+        f"k8scifar:observability.metricsPort: {port} is also trainer.port, where rank 0's rendezvous"
+        " listens; choose another port such as the default 9464"
     ]
 
 

@@ -41,6 +41,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line naming the flag and the rule; the usage is one `--help` away.
@@ -112,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         help="evaluate only after the last epoch (speed runs; metrics lines then hold no test figures)",
     )
     train.add_argument("--compile", action="store_true", help="run the net through torch.compile")
+    train.add_argument(
+        "--metrics-port", type=_port, help="serve Prometheus metrics here (plus LOCAL_RANK); off when unset"
+    )
 
     launch = commands.add_parser(
         "launch", help="run `train ...` under torchrun as one node of a multi-pod job (one pod, one node)"
@@ -181,6 +191,7 @@ def _train(args: argparse.Namespace) -> int:
         ready_file=args.ready_file,
         epoch_eval=args.epoch_eval,
         compile=args.compile,
+        metrics_port=args.metrics_port,
     )
     return lifecycle.main(config, where, place, splits, train.StopSignal())
 

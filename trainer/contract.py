@@ -15,6 +15,9 @@ MASTER_ADDR = "MASTER_ADDR"
 MASTER_PORT = "MASTER_PORT"
 WORLD_SIZE = "WORLD_SIZE"
 RANK = "RANK"
+# The ranks of one pod (torchrun workers, one per GPU of the pod), under torchrun's own name for
+# `--nproc-per-node`; WORLD_SIZE counts every rank, so a job has WORLD_SIZE / this many pods.
+NPROC_PER_NODE = "PET_NPROC_PER_NODE"
 # The pod's own name (its StatefulSet ordinal ends it) and its node's, from the downward API.
 POD_NAME = "POD_NAME"
 NODE_NAME = "NODE_NAME"

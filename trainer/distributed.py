@@ -222,8 +222,10 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
     # all-reduce buckets (no copy in or out), the graph is the same every step (DDP plans its
     # buckets once), and BatchNorm's running statistics are not broadcast before every forward:
     # only evaluation reads them, and `evaluate` broadcasts rank 0's first (broadcast_buffers).
+    # torch 2.14 names this forward_sync_buffers (torch/nn/parallel/distributed.py); buffers are
+    # still synced once at init, so every rank starts from rank 0's.
     model = DistributedDataParallel(
-        net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, broadcast_buffers=False
+        net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, forward_sync_buffers=False
     )
     if compression == contract.FP16:
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)

@@ -119,3 +119,13 @@ def check(name: str, value: Any) -> int | float | str:
             raise HyperparameterError(f"must be one of {', '.join(MODELS)}, got {value!r}")
         return str(value)
     return RULES[name].check(value)
+
+
+def nearest_batch(batch_size: int, ranks: int) -> int:
+    """The global batch nearest `batch_size` that splits evenly over `ranks` (the lower on a tie),
+    within the batch's rule: what a message offers when `batch_size` does not divide."""
+    lower = max(batch_size // ranks * ranks, ranks)
+    upper = -(-batch_size // ranks) * ranks
+    if upper > CIFAR10_TRAIN_IMAGES or batch_size - lower <= upper - batch_size:
+        return lower
+    return upper

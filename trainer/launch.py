@@ -1,12 +1,16 @@
 """`python -m trainer launch -- train ...`: one pod as one torchrun node of a multi-pod job.
 
-Each pod of the training StatefulSet runs one torchrun agent with one worker, so that a rank's
-failure inside the pod takes torchrun's elastic path (the agents meet again through the c10d
-rendezvous, the workers restart and resume from the checkpoint), the path the test machines
-exercise. Everything torchrun needs comes from the pod's environment: the world size
-(`WORLD_SIZE`, one node per pod), rank 0's stable name and the rendezvous port (`MASTER_ADDR`,
-`MASTER_PORT`), this pod's index (the same rules as the trainer's own: `RANK`, else the ordinal
-ending `POD_NAME`) and this pod's own DNS name (`LAB_LOCAL_ADDR`).
+Each pod of the training StatefulSet runs one torchrun agent with one worker per GPU of the pod,
+so that a rank's failure inside the pod takes torchrun's elastic path (the agents meet again
+through the c10d rendezvous, the workers restart and resume from the checkpoint), the path the
+test machines exercise. Everything torchrun needs comes from the pod's environment: the world
+size (`WORLD_SIZE`, every rank of the job) and the ranks of each pod (`PET_NPROC_PER_NODE`, 1 when
+unset), whose quotient is the number of pods, rank 0's stable name and the rendezvous port
+(`MASTER_ADDR`, `MASTER_PORT`), this pod's index (the same rules as the trainer's own: `RANK`, else
+the ordinal ending `POD_NAME`) and this pod's own DNS name (`LAB_LOCAL_ADDR`). torchrun gives the
+agent at node rank k the global ranks k*n to k*n+n-1 (torch 2.14,
+torch/distributed/elastic/agent/server/api.py `_assign_worker_ranks`: a block as long as each
+agent's own worker count, in node-rank order), so global rank 0 runs in pod 0.
 """
 
 from __future__ import annotations
@@ -25,6 +29,18 @@ def torchrun_command(env: Mapping[str, str], trainer_args: Sequence[str], max_re
     from trainer import distributed
 
     place = distributed.topology(env)
+    per_pod = env.get(contract.NPROC_PER_NODE, "") or "1"
+    if not per_pod.isdigit() or int(per_pod) < 1 or place.world_size % int(per_pod):
+        raise distributed.JobEnvironmentError(
+            f"{contract.NPROC_PER_NODE}={per_pod[:20]!r} must be a whole number of ranks per pod that"
+            f" divides WORLD_SIZE={place.world_size}"
+        )
+    pods = place.world_size // int(per_pod)
+    if place.rank >= pods:
+        raise distributed.JobEnvironmentError(
+            f"pod {place.rank} is not below the job's {pods} pods (WORLD_SIZE={place.world_size},"
+            f" {contract.NPROC_PER_NODE}={per_pod}); check the replica count against both"
+        )
     address, port = env.get(contract.MASTER_ADDR, ""), env.get(contract.MASTER_PORT, "")
     if not address or not port:
         raise distributed.JobEnvironmentError(
@@ -35,7 +51,7 @@ def torchrun_command(env: Mapping[str, str], trainer_args: Sequence[str], max_re
     )
     command = [
         sys.executable, "-m", "torch.distributed.run",
-        f"--nnodes={place.world_size}", "--nproc-per-node=1",
+        f"--nnodes={pods}", f"--nproc-per-node={per_pod}",
         f"--rdzv-backend={RDZV_BACKEND}", f"--rdzv-endpoint={address}:{port}", f"--rdzv-id={run_id}",
         # Pod 0 hosts the rendezvous store. torchrun would guess it by comparing names and addresses,
         # which a pod on the host network (the node's hostname) defeats.

@@ -9,6 +9,7 @@ and the process exits so whatever restarts it (torchrun, the StatefulSet) resume
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import signal
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainer import checkpoint, data, distributed, plots, readiness
+from trainer import checkpoint, data, distributed, plots, readiness, telemetry
 from trainer.config import ConfigurationError, TrainConfig, code_hash
 from trainer.contract import CURVES_FILE, TRAINED_ON
 from trainer.loader import Normalise, Shard, TrainLoader, to_device
@@ -51,6 +52,7 @@ class RunOptions:
     fresh: bool = False  # start again at epoch 1 (only in the first torchrun round)
     epoch_eval: bool = True  # evaluate after every epoch (off: only the final evaluation)
     compile: bool = False  # run the net through torch.compile
+    metrics_port: int | None = None  # where this rank serves its live figures (trainer.telemetry)
 
 
 class Stopped(Exception):
@@ -162,6 +164,8 @@ class Run:
         self.total_steps = config.epochs * self.loader.steps_per_epoch
         self.writer = checkpoint.Writer(self.folder.checkpoints, where.checkpoint_keep)
         self.ready = False
+        self.metrics = telemetry.RankMetrics(where.run_dir.name, config.model, self.place.rank)
+        self.metrics.serve(where.metrics_port, os.environ)
 
     def synchronise_batchnorm(self, net: torch.nn.Module, local: int) -> torch.nn.Module:
         """BatchNorm over the global batch: SyncBatchNorm all-reduces each layer's statistics."""
@@ -254,6 +258,8 @@ class Run:
         self.numerics.model = torch.compile(model) if self.where.compile else model
         self.devices = distributed.gather_text(_device_name(self.device), DEVICE_NAME, "a device name")
         self.report_status("running")
+        p = self.progress
+        self.metrics.started(p.step, p.epoch, p.restarts, self.total_steps, self.config.epochs)
         try:
             for epoch in range(self.progress.epoch, self.config.epochs):
                 self.train_epoch(epoch, stop)
@@ -275,7 +281,9 @@ class Run:
         sums = torch.tensor(p.sums[:2], dtype=torch.float64, device=self.device)
         seen = p.sums[2]
         for images, labels in self.loader.batches(epoch, p.step_in_epoch):
-            if p.step_in_epoch % stop_every == 0 and distributed.any_rank(stop.requested):
+            if p.step_in_epoch % stop_every == 0 and self.metrics.timed_wait(
+                distributed.any_rank, stop.requested
+            ):
                 self.stop(sums, seen, begun)
             self.numerics.set_learning_rates(p.step, self.total_steps, epoch)
             sums += self.numerics.step(images, labels, parts, scale)
@@ -285,6 +293,7 @@ class Run:
                 self.ready = True
             p.step += 1
             p.step_in_epoch += 1
+            self.metrics.stepped(p.step)
             if self.lookahead:
                 self.lookahead.after_step(p.step, self.total_steps)
             if self.is_rank0 and time.monotonic() - last_status > STATUS_EVERY_SECONDS:
@@ -317,12 +326,14 @@ class Run:
         check_below_divergence(where, self.config.lr, self.place.rank, train_loss)
         p.history.append(line)
         p.epoch, p.step_in_epoch, p.sums = epoch + 1, 0, [0.0, 0.0, 0.0]
+        self.metrics.checkpointed()
         if self.is_rank0:
             # The metrics line follows its checkpoint onto the disk: a line always has one.
             self.writer.submit(p.step, self.state(emergency=False), lambda: self.folder.append_metrics(line))
             eta = (self.config.epochs - p.epoch) * seconds
             self.report_status("running", eta_seconds=eta, **_latest(line))
             print(progress_line(line, self.config.epochs, eta), flush=True)
+        self.metrics.epoch_done(line)
 
     def stop(self, sums: torch.Tensor, seen: float, begun: float) -> None:
         """SIGTERM: the emergency checkpoint, on disk before this returns, then Stopped."""
@@ -331,6 +342,7 @@ class Run:
         p.sums = distributed.sum_all([*sums.tolist(), seen])
         p.train_seconds += time.monotonic() - begun
         self.writer.wait()
+        self.metrics.checkpointed()
         if self.is_rank0:
             checkpoint.save(
                 self.folder.checkpoints, p.step, self.state(emergency=True), self.where.checkpoint_keep

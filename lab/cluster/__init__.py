@@ -1,8 +1,8 @@
 """Everything inside the lab's Kubernetes cluster, declared through the provider the host bootstrap builds.
 
 `Cluster` composes the named parts in dependency order: namespaces, GPU support, gang scheduler,
-NFS storage, registry, image build, dataset, network policies, the DDP training run and the
-optional sweep. The image build and the device plugin live in namespaces of their own
+NFS storage, registry, image build, dataset, network policies, the monitoring stack, the DDP
+training run and the optional sweep. The image build and the device plugin live in namespaces of their own
 (lab.cluster.namespace).
 """
 
@@ -20,6 +20,7 @@ from lab.cluster.gpu import declare_gpu_support
 from lab.cluster.image import declare_image
 from lab.cluster.namespace import declare_namespaces
 from lab.cluster.network_policy import declare_network_policies
+from lab.cluster.observability import declare_observability
 from lab.cluster.registry import declare_registry
 from lab.cluster.scope import Scope
 from lab.cluster.storage import RUNS, declare_storage
@@ -73,6 +74,7 @@ class Cluster(pulumi.ComponentResource):
         image = declare_image(build_scope, registry, context)
         dataset = declare_dataset(workloads, storage, image)
         declare_network_policies(scope, build_scope, gpu_scope)
+        declare_observability(scope)
         training = declare_training(workloads, storage, image, dataset, gang)
         sweep = declare_sweep(workloads, storage, image, dataset, training.statefulset, gang)
         runs = storage.location(RUNS)

@@ -11,6 +11,18 @@ some GPUs while waiting for others. `StrictFIFO` keeps a later sweep from taking
 training run waits for.
 
 The quota is what the lab rations: its GPUs on GPU labs, pod slots (one per node) on CPU labs.
+
+Where the stack packs a GPU lab's ranks (`trainer.placement: pack`), the flavor is a
+topology-aware one (TAS, beta and on by default since Kueue 0.14, pkg/features/kube_features.go):
+a Topology with the one level `kubernetes.io/hostname` (the lowest level, the only place Kueue
+admits that label, apis/kueue/v1beta2/topology_types.go), the flavor naming it with the GPU
+nodes' label (a TAS flavor needs at least one nodeLabel, resourceflavor_types.go), and the
+training pods asking for `podset-preferred-topology: kubernetes.io/hostname`. Kueue then places
+the pods greedily on the nodes with the most free GPUs first, which puts them on as few nodes as
+hold them (site/content/en/docs/concepts/topology_aware_scheduling.md, "Balanced Placement" on the
+default greedy algorithm), from the nodes' allocatable GPUs less what other pods use. In a
+ClusterQueue whose flavors are all TAS, a workload without a topology request (the sweep) is
+admitted by TAS unconstrained (pkg/scheduler/flavorassigner/tas_flavorassigner.go, isTASImplied).
 Kueue leaves CPU and memory to the scheduler (`excludeResourcePrefixes`), so requests that pods
 may carry for them never make a workload inadmissible.
 
@@ -41,7 +53,7 @@ import yaml
 
 from lab.cluster.awaits import TRAINING_TIMEOUT, minutes
 from lab.cluster.namespace import lab_namespace
-from lab.cluster.pods import GPU_RESOURCE
+from lab.cluster.pods import GPU_NODE_LABEL, GPU_RESOURCE, HOSTNAME_TOPOLOGY
 from lab.cluster.scope import Scope
 from lab.cluster.security import RESTRICTED
 from lab.cluster.versions import KUEUE_CHART, KUEUE_VERSION
@@ -66,6 +78,9 @@ PRIORITIES = {"training": 100, "sweep": 10}
 # (apis/kueue/v1beta2/clusterqueue_types.go, ClusterQueuePreemption.withinClusterQueue).
 PREEMPTION = {"withinClusterQueue": "LowerPriority"}
 PODS = "pods"
+# A pod template's request to Kueue's topology-aware scheduling: its pods in one domain of this
+# level if they fit, else in as few as hold them (apis/kueue/v1beta2/topology_types.go).
+TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 
 
@@ -160,7 +175,9 @@ def declare_gang(scope: Scope) -> Gang | None:
         api_version=API_VERSION,
         kind="ResourceFlavor",
         metadata=scope.cluster_metadata(flavor_name, APP, COMPONENT),
-        spec={},  # every node: the pods' own selectors already say which nodes fit
+        # Every node, the pods' own selectors already say which nodes fit; the GPU nodes, where
+        # Kueue packs the pods by topology.
+        spec=_topology_flavor(scope, release) if lab.packs_by_topology else {},
         opts=scope.opts(release),
     )
     limits = quotas(lab)
@@ -206,6 +223,19 @@ def declare_gang(scope: Scope) -> Gang | None:
         for component, value in PRIORITIES.items()
     }
     return Gang(release, queue, LOCAL_QUEUE, lab.namespace, priorities)
+
+
+def _topology_flavor(scope: Scope, release: pulumi.Resource) -> dict[str, Any]:
+    """A flavor spec for topology-aware scheduling over the lab's GPU nodes, one node per domain."""
+    topology = k8s.apiextensions.CustomResource(
+        "kueue-topology",
+        api_version=API_VERSION,
+        kind="Topology",
+        metadata=scope.cluster_metadata(f"{scope.lab.namespace}-nodes", APP, COMPONENT),
+        spec={"levels": [{"nodeLabel": HOSTNAME_TOPOLOGY}]},
+        opts=scope.opts(release),
+    )
+    return {"nodeLabels": {GPU_NODE_LABEL: "true"}, "topologyName": topology.metadata["name"]}
 
 
 def gang_opts(gang: Gang | None, component: str) -> tuple[dict[str, str], list[pulumi.Resource]]:

@@ -2,7 +2,7 @@
 
 | pods | in | out |
 | --- | --- | --- |
-| ranks | other ranks: rendezvous and ephemeral ports (NCCL, Gloo) | other ranks on those ports, DNS, API |
+| ranks | other ranks: rendezvous, ephemeral ports (NCCL, Gloo); Prometheus: metrics | other ranks, DNS, API |
 | sweep | nothing | nothing (one rank on its own loopback) |
 | dataset | nothing | cluster DNS, the internet on 80/443 |
 | registry `push` | build pods, port 5000 | nothing |
@@ -28,7 +28,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.cluster import dataset, image, registry, training
+from lab.cluster import dataset, image, observability, registry, training
 from lab.cluster.scope import Scope
 from lab.config import EPHEMERAL_PORTS
 from lab.kubeconfig import API_PORT
@@ -119,6 +119,7 @@ def _lab_policies(scope: Scope, build: Scope) -> list[pulumi.Resource]:
                 "egress": [{"to": [ranks], "ports": _trainer_ports(scope)}, _dns(), api_server],
             },
         ),
+        *_metrics_policy(scope, ranks),
         _policy(
             scope,
             "dataset-download",
@@ -147,6 +148,14 @@ def _lab_policies(scope: Scope, build: Scope) -> list[pulumi.Resource]:
             },
         ),
     ]
+
+
+def _metrics_policy(scope: Scope, ranks: dict[str, Any]) -> list[pulumi.Resource]:
+    """Prometheus, and nothing else, may reach the ranks' metrics port."""
+    if not scope.lab.observability.enabled:
+        return []
+    spec = {**ranks, "policyTypes": ["Ingress"], "ingress": [observability.metrics_ingress(scope)]}
+    return [_policy(scope, "trainer-metrics", spec)]
 
 
 def _build_policies(scope: Scope, build: Scope) -> list[pulumi.Resource]:

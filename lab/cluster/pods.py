@@ -18,6 +18,8 @@ from trainer import contract
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 GPU_RUNTIME_CLASS = "nvidia"
+# The node label every kubelet sets to its node's name: the topology of "one node".
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 # GPU nodes are often tainted so that only GPU work lands there (e.g. nvidia.com/gpu=present:NoSchedule):
 # the device plugin and every pod that asks for a GPU tolerate it, whatever its value.
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -26,8 +28,9 @@ GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedu
 EMERGENCY_CHECKPOINT_SECONDS = 30
 GRACE_PERIOD_SECONDS = EMERGENCY_CHECKPOINT_SECONDS + 15
 
-# NCCL and Gloo move tensors through shared memory; the container runtime's 64 MiB default is too small.
-SHM_SIZE = "2Gi"
+# NCCL and Gloo move tensors through shared memory; the container runtime's 64 MiB default is too
+# small. Per rank of the pod, in GiB: NCCL's shared-memory transport joins the ranks of one pod.
+SHM_GIB_PER_RANK = 2
 
 
 def pod_security(lab: LabConfig) -> dict[str, Any]:
@@ -46,12 +49,13 @@ def mount(name: str, path: str, read_only: bool = False) -> dict[str, Any]:
     return {"name": name, "mountPath": path, **({"readOnly": True} if read_only else {})}
 
 
-def training_volumes(storage: Storage) -> list[dict[str, Any]]:
-    """The dataset (read-only), the runs volume and a memory-backed /dev/shm."""
+def training_volumes(storage: Storage, ranks: int = 1) -> list[dict[str, Any]]:
+    """The dataset (read-only), the runs volume and a memory-backed /dev/shm for `ranks` ranks."""
+    shm = f"{SHM_GIB_PER_RANK * ranks}Gi"
     return [
         claim_volume("data", storage.claim_name(DATASETS), read_only=True),
         claim_volume("runs", storage.claim_name(RUNS)),
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
     ]
 
 
@@ -74,9 +78,9 @@ def gpu_pod_fields(lab: LabConfig) -> dict[str, Any]:
     }
 
 
-def training_resources(lab: LabConfig) -> dict[str, Any]:
-    """A training process's CPU and memory, and one whole GPU on GPU labs."""
-    return SIZES["trainer"].resources(**({GPU_RESOURCE: 1} if lab.has_gpus else {}))
+def training_resources(lab: LabConfig, ranks: int = 1) -> dict[str, Any]:
+    """The CPU and memory of `ranks` training processes, and a whole GPU for each on GPU labs."""
+    return SIZES["trainer"].times(ranks).resources(**({GPU_RESOURCE: ranks} if lab.has_gpus else {}))
 
 
 def trainer_container(
@@ -101,17 +105,18 @@ def training_pod(
     container: dict[str, Any],
     volumes: list[dict[str, Any]],
     api_access: bool = False,
+    ranks: int = 1,
     **fields: Any,
 ) -> dict[str, Any]:
-    """The pod spec of a training process: its GPU on GPU labs, time for the emergency checkpoint;
-    a service-account token only with `api_access` (lab.cluster.security.harden)."""
+    """The pod spec of `ranks` training processes: a GPU each on GPU labs, time for the emergency
+    checkpoint; a service-account token only with `api_access` (lab.cluster.security.harden)."""
     return harden(
         {
             **gpu_pod_fields(lab),
             **fields,
             "terminationGracePeriodSeconds": GRACE_PERIOD_SECONDS,
             "securityContext": pod_security(lab),
-            "containers": [{**container, "resources": training_resources(lab)}],
+            "containers": [{**container, "resources": training_resources(lab, ranks)}],
             "volumes": volumes,
         },
         api_access=api_access,

@@ -10,6 +10,7 @@ image build (rootless BuildKit needs the seccomp and AppArmor profiles `Unconfin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,16 @@ class Size:
     memory: str
     cpu_limit: str
     memory_limit: str
+
+    def times(self, count: int) -> Size:
+        """The size of `count` such containers' work in one container (whole quantities scale)."""
+
+        def scaled(quantity: str) -> str:
+            number = re.fullmatch(r"(\d+)(\D*)", quantity)
+            assert number, f"{quantity!r} is not a whole quantity"
+            return f"{int(number.group(1)) * count}{number.group(2)}"
+
+        return Size(*(scaled(q) for q in (self.cpu, self.memory, self.cpu_limit, self.memory_limit)))
 
     def resources(self, **extra_limits: Any) -> dict[str, Any]:
         return {

@@ -1,10 +1,11 @@
-"""The DDP training run: a headless Service and a StatefulSet with one rank per pod.
+"""The DDP training run: a headless Service and a StatefulSet of pods that each run a block of ranks.
 
 The StatefulSet gives each pod a stable name and ordinal; the headless Service gives rank 0 a
 stable DNS name that every pod's torchrun rendezvouses at. Each pod is one torchrun node
-(`python -m trainer launch`), placed by its environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE,
-RANK). A rank turns Ready once it has joined the process group and trained a step, so `pulumi up`
-returns when every rank trains; when the run is complete, rank 0 scales the StatefulSet to zero.
+(`python -m trainer launch`) with one worker per GPU it holds (lab.world), placed by its
+environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, PET_NPROC_PER_NODE, RANK). A pod turns Ready
+once its ranks have joined the process group and trained a step, so `pulumi up` returns when
+every rank trains; when the run is complete, rank 0 scales the StatefulSet to zero.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.awaits import TRAINING_TIMEOUT
-from lab.cluster.gang import Gang, gang_opts
+from lab.cluster.gang import TOPOLOGY_ANNOTATION, Gang, gang_opts
 from lab.cluster.image import TrainerImage
 from lab.cluster.pods import (
+    HOSTNAME_TOPOLOGY,
     field_env,
     mount,
     train_args,
@@ -38,7 +40,6 @@ from trainer import contract
 APP = "trainer"
 COMPONENT = "training"
 NAME = "trainer"
-HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 # torchrun restarts a failed worker group this often inside the pod before the container fails.
 MAX_RESTARTS = 3
 # The readiness signal lives in a memory-backed volume of the pod: it must not outlive the pod.
@@ -93,7 +94,8 @@ def _rank_env(lab: LabConfig) -> list[dict[str, Any]]:
     env = [
         {"name": contract.MASTER_ADDR, "value": master_address(lab)},
         {"name": contract.MASTER_PORT, "value": str(lab.trainer.port)},
-        {"name": contract.WORLD_SIZE, "value": str(lab.replicas)},
+        {"name": contract.WORLD_SIZE, "value": str(lab.world.ranks)},
+        {"name": contract.NPROC_PER_NODE, "value": str(lab.world.ranks_per_pod)},
         # Older clusters have no pod-index label; the trainer then reads the ordinal off the name.
         field_env(contract.POD_NAME, "metadata.name"),
         # The kubelet expands $(POD_NAME), declared above, into this pod's own DNS name.
@@ -129,20 +131,43 @@ def _ports(lab: LabConfig) -> dict[str, Any]:
     """
     if lab.trainer.host_network:
         return {}
-    return {"ports": [{"name": "rendezvous", "containerPort": lab.trainer.port}]}
+    ports = [{"name": "rendezvous", "containerPort": lab.trainer.port}]
+    if lab.observability.enabled:
+        ports.append({"name": "metrics", "containerPort": lab.observability.metrics_port})
+    return {"ports": ports}
 
 
 def _placement(lab: LabConfig, selector: dict[str, str]) -> dict[str, Any]:
-    term = [{"labelSelector": {"matchLabels": selector}, "topologyKey": HOSTNAME_TOPOLOGY}]
+    """The pods' affinity field: `spread` keeps them on different nodes (as evenly as the GPUs allow when
+    there are more pods than nodes); `pack` keeps them on one node, unless Kueue's topology-aware
+    scheduling packs them (the template's annotation, `_template_annotations`), and then none."""
+    term = {"labelSelector": {"matchLabels": selector}, "topologyKey": HOSTNAME_TOPOLOGY}
     if lab.trainer.placement is Placement.SPREAD:
-        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
-    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}
+        nodes = len(lab.gpu_nodes) if lab.has_gpus else len(lab.nodes)
+        if lab.world.pods > nodes:
+            preferred = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+            }
+            return {"affinity": {"podAntiAffinity": preferred}}
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    if lab.packs_by_topology:
+        return {}
+    return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+def _template_annotations(lab: LabConfig, gang: Gang | None) -> dict[str, str]:
+    """Kueue's topology request, where it packs the pods: as few nodes as hold them (lab.cluster.gang)."""
+    if gang is None or not lab.packs_by_topology:
+        return {}
+    return {TOPOLOGY_ANNOTATION: HOSTNAME_TOPOLOGY}
 
 
 def launch_args(lab: LabConfig, name: str) -> list[str]:
     """The pod's arguments: torchrun (one node per pod) around the trainer's `train`."""
     train = train_args(lab, contract.RUNS_MOUNT, name, on_complete="release")
-    return ["launch", "--max-restarts", str(MAX_RESTARTS), "--", *train, "--ready-file", READY_FILE]
+    # Each rank serves its metrics for Prometheus to scrape (lab.cluster.observability).
+    metrics = ["--metrics-port", str(lab.observability.metrics_port)] if lab.observability.enabled else []
+    return ["launch", "--max-restarts", str(MAX_RESTARTS), "--", *train, "--ready-file", READY_FILE, *metrics]
 
 
 def _pod_spec(
@@ -167,14 +192,15 @@ def _pod_spec(
         terminationMessagePolicy="FallbackToLogsOnError",
     )
     volumes = [
-        *training_volumes(storage),
+        *training_volumes(storage, lab.world.ranks_per_pod),
         {"name": "signals", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
     ]
     return training_pod(
         lab,
         container,
         volumes,
-        affinity=_placement(lab, scope.selector(APP, COMPONENT)),
+        ranks=lab.world.ranks_per_pod,
+        **_placement(lab, scope.selector(APP, COMPONENT)),
         # The token is how rank 0 scales the StatefulSet to zero; its Role allows nothing else.
         api_access=True,
         serviceAccountName=account,
@@ -211,12 +237,15 @@ def declare_training(
         },
         spec={
             "serviceName": service.metadata.name,
-            "replicas": lab.replicas,
+            "replicas": lab.world.pods,
             # Every rank must be up at once for the rendezvous; ordered start-up would deadlock.
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": scope.selector(APP, COMPONENT)},
             "template": {
-                "metadata": {"labels": scope.labels(APP, COMPONENT)},
+                "metadata": {
+                    "labels": scope.labels(APP, COMPONENT),
+                    **({"annotations": a} if (a := _template_annotations(lab, gang)) else {}),
+                },
                 "spec": _pod_spec(scope, storage, image, name, rights.service_account.metadata.name),
             },
         },

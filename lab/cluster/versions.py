@@ -35,3 +35,23 @@ DEVICE_PLUGIN_IMAGE = (
 # (https://kueue.sigs.k8s.io/docs/installation/#install-by-helm).
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_VERSION = "0.18.3"
+
+# The monitoring stack (lab.cluster.observability), each chart at a version its repository's
+# own Chart.yaml declares: prometheus-community/helm-charts charts/prometheus/Chart.yaml
+# (29.27.0, Prometheus v3.14.0) and charts/prometheus-node-exporter/Chart.yaml (4.56.1, node
+# exporter 1.12.1), published at https://prometheus-community.github.io/helm-charts.
+PROMETHEUS_COMMUNITY_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
+PROMETHEUS_CHART = "prometheus"
+PROMETHEUS_VERSION = "29.27.0"
+NODE_EXPORTER_CHART = "prometheus-node-exporter"
+NODE_EXPORTER_VERSION = "4.56.1"
+# Grafana's chart moved from grafana/helm-charts to grafana-community/helm-charts in January 2026
+# (grafana/helm-charts commit 3a90565, "migrate chart grafana"); charts/grafana/Chart.yaml there
+# declares 12.11.1 (Grafana 13.2.0), published as an OCI artifact on ghcr.io (its README).
+GRAFANA_CHART = "oci://ghcr.io/grafana-community/helm-charts/grafana"
+GRAFANA_VERSION = "12.11.1"
+# NVIDIA/dcgm-exporter deployment/Chart.yaml at tag 4.5.3-4.8.2 declares 4.8.2; its README names
+# the chart repository.
+DCGM_EXPORTER_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+DCGM_EXPORTER_CHART = "dcgm-exporter"
+DCGM_EXPORTER_VERSION = "4.8.2"

@@ -135,8 +135,8 @@ BAD = [
     ),
     ("too many spread replicas", _with("trainer.replicas", 3), "k8scifar:trainer.replicas", "at most 2"),
     (
-        "too many packed GPU replicas",
-        _with("trainer", {"placement": "pack", "replicas": 2}),
+        "too many packed GPU replicas without Kueue",
+        {**_with("trainer", {"placement": "pack", "replicas": 2}), "scheduling": {"gang": "none"}},
         "k8scifar:trainer.replicas",
         "largest holds 1 GPUs",
     ),

@@ -136,7 +136,12 @@ def test_airgap_is_for_k3s_alone(release: dict[str, Path]) -> None:
 def test_a_namespace_leaves_room_for_the_lab_namespaces_named_after_it() -> None:
     room = DNS_LABEL_MAX - max(map(len, DERIVED_NAMESPACE_SUFFIXES))
     assert parse_config(_set("namespace", "n" * room)).namespace == "n" * room
-    _refused(_set("namespace", "n" * (room + 1)), "k8scifar:namespace", "-build namespace", f"at most {room}")
+    _refused(
+        _set("namespace", "n" * (room + 1)),
+        "k8scifar:namespace",
+        f"{max(DERIVED_NAMESPACE_SUFFIXES, key=len)} namespace",
+        f"at most {room}",
+    )
 
 
 @pytest.mark.parametrize(
@@ -147,7 +152,8 @@ def test_gpus_are_a_count_a_machine_can_hold(gpus: Any, why: str) -> None:
 
 
 def test_gpus_up_to_what_one_system_holds() -> None:
-    assert parse_config(_set("nodes.0.gpus", MAX_NODE_GPUS)).nodes[0].gpus == MAX_NODE_GPUS
+    values = _set("nodes.0.gpus", MAX_NODE_GPUS, _set("trainer.replicas", 2))
+    assert parse_config(values).nodes[0].gpus == MAX_NODE_GPUS
 
 
 @pytest.mark.parametrize("uid", [1000, 999, 0, 65534])

@@ -47,8 +47,8 @@ WRONG = [
     # (what, stack file, the line must hold each of these, and none of the misleading words)
     (
         "a quoted GPU count on one node",
-        _stack(server='\n      gpus: "2"'),
-        ["k8scifar:trainer.replicas", "k8scifar:nodes[0].gpus", "only cpu-a has 2"],
+        _stack(server='\n      gpus: "1"'),
+        ["k8scifar:trainer.replicas", "k8scifar:nodes[0].gpus", "cpu-a has 1"],
         [],
     ),
     (

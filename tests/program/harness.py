@@ -10,6 +10,7 @@ from typing import Any
 
 import kubernetes_validate
 
+from lab.cluster.versions import KUEUE_CHART
 from lab.config import load_stack
 from lab.program_run import (
     DYNAMIC_RESOURCE,
@@ -85,3 +86,8 @@ def recorded(stack: str) -> ProgramRun:
 def broken(stack: str) -> ProgramRun:
     """A private copy of a real run to break."""
     return copy.deepcopy(recorded(stack))
+
+
+def kueue_releases(run: ProgramRun) -> list[Registered]:
+    """The Helm releases of Kueue's chart (the monitoring stack has releases of its own)."""
+    return [r for r in run.helm_releases() if r.inputs["chart"] == KUEUE_CHART]

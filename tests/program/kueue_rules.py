@@ -4,7 +4,10 @@ kubernetes-validate knows no custom resources, so each rule below restates a fie
 Kueue's v1beta2 API types or of its Configuration, and each check returns the problems it finds:
 
 - kubernetes-sigs/kueue apis/kueue/v1beta2/resourceflavor_types.go (spec: nodeLabels, nodeTaints,
-  tolerations, topologyName);
+  tolerations, topologyName; "at least one nodeLabel is required when topology is set"; nodeLabels
+  up to 8);
+- apis/kueue/v1beta2/topology_types.go at v0.18.3 (spec.levels: 1 to 16 unique nodeLabels, each a
+  label name, "the kubernetes.io/hostname label can only be used at the lowest level");
 - apis/kueue/v1beta2/clusterqueue_types.go (resourceGroups: at most 16; coveredResources 1 to 64;
   flavors 1 to 64, each listing every covered resource in the same order; nominalQuota a
   non-negative quantity; queueingStrategy StrictFIFO or BestEffortFIFO; cohortName,
@@ -37,7 +40,12 @@ SPEC_FIELDS = {
         "preemption", "admissionChecksStrategy", "stopPolicy", "fairSharing", "admissionScope",
     },
     "LocalQueue": {"clusterQueue", "stopPolicy", "fairSharing"},
+    "Topology": {"levels"},
 }  # fmt: skip
+HOSTNAME = "kubernetes.io/hostname"
+LABEL_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
 WAIT_FOR_PODS_READY_FIELDS = {"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
 PRIORITY_CLASS_FIELDS = {"apiVersion", "kind", "metadata", "value", "description"}
 WITHIN_CLUSTER_QUEUE = {"Never", "LowerPriority", "LowerOrNewerEqualPriority"}
@@ -66,6 +74,22 @@ def check_object(obj: dict[str, Any]) -> list[str]:
         problems += _cluster_queue(obj["spec"], where)
     if kind == "LocalQueue" and not DNS_SUBDOMAIN.match(str(obj["spec"].get("clusterQueue", ""))):
         problems.append(f"{where}: spec.clusterQueue must name a ClusterQueue")
+    if kind == "Topology":
+        problems += _topology(obj["spec"], where)
+    tas_flavor = kind == "ResourceFlavor" and "topologyName" in obj["spec"]
+    if tas_flavor and not 1 <= len(obj["spec"].get("nodeLabels", {})) <= 8:
+        problems.append(f"{where}: a flavor with a topology needs 1 to 8 nodeLabels")
+    return problems
+
+
+def _topology(spec: dict[str, Any], where: str) -> list[str]:
+    labels = [level.get("nodeLabel", "") for level in spec.get("levels", [])]
+    problems = []
+    if not 1 <= len(labels) <= 16 or len(set(labels)) != len(labels):
+        problems.append(f"{where}: levels must be 1 to 16 distinct node labels")
+    problems += [f"{where}: {label!r} is not a label name" for label in labels if not LABEL_NAME.match(label)]
+    if HOSTNAME in labels[:-1]:
+        problems.append(f"{where}: {HOSTNAME} can only be the lowest level")
     return problems
 
 

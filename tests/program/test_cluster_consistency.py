@@ -181,11 +181,16 @@ def check_gpu_only_on_gpu_labs(run: ProgramRun, lab: LabConfig) -> list[str]:
     for workload in run.kubernetes_objects():
         if workload.kind not in WORKLOAD_KINDS:
             continue
-        wants_gpu = lab.has_gpus and labels_of(workload)["app.kubernetes.io/component"] in GPU_COMPONENTS
+        component_name = labels_of(workload)["app.kubernetes.io/component"]
+        wants_gpu = lab.has_gpus and component_name in GPU_COMPONENTS
+        # A training pod holds a GPU per rank it runs; a sweep pod is one process on one GPU.
+        gpus = lab.world.ranks_per_pod if component_name == "training" else 1
         runtime = pod_spec(workload).get("runtimeClassName")
         limits = [c.get("resources", {}).get("limits", {}).get(GPU) for c in containers(workload)]
-        if wants_gpu and (runtime != "nvidia" or limits[-1] != 1):
-            problems.append(f"{workload.kind} {name_of(workload)} needs runtimeClassName nvidia and one GPU")
+        if wants_gpu and (runtime != "nvidia" or limits[-1] != gpus):
+            problems.append(
+                f"{workload.kind} {name_of(workload)} needs runtimeClassName nvidia and {gpus} GPUs"
+            )
         if not wants_gpu and any(limits):
             problems.append(f"{workload.kind} {name_of(workload)} asks for a GPU it must not have")
         if not lab.has_gpus and runtime is not None:
@@ -198,10 +203,21 @@ def check_placement(run: ProgramRun, lab: LabConfig) -> list[str]:
     if sts is None:
         return ["expected exactly one training StatefulSet"]
     affinity = pod_spec(sts).get("affinity", {})
+    annotations = sts.inputs["spec"]["template"].get("metadata", {}).get("annotations", {})
+    if lab.packs_by_topology:
+        # Kueue packs the pods (topology-aware scheduling); an affinity would overrule it.
+        topology = annotations.get("kueue.x-k8s.io/podset-preferred-topology")
+        if affinity or topology != "kubernetes.io/hostname":
+            return ["pack by topology needs Kueue's preferred hostname topology and no affinity"]
+        return []
     wanted, unwanted = "podAntiAffinity", "podAffinity"
     if lab.trainer.placement is Placement.PACK:
         wanted, unwanted = unwanted, wanted
-    terms = affinity.get(wanted, {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    nodes = len(lab.gpu_nodes) if lab.has_gpus else len(lab.nodes)
+    # More pods than nodes (unequal GPU counts) can only be spread as far as the GPUs allow.
+    strength = "preferred" if sts.inputs["spec"]["replicas"] > nodes else "required"
+    terms = affinity.get(wanted, {}).get(f"{strength}DuringSchedulingIgnoredDuringExecution", [])
+    terms = [t.get("podAffinityTerm", t) for t in terms]
     problems = []
     if unwanted in affinity:
         problems.append(f"placement {lab.trainer.placement.value} must not set {unwanted}")
@@ -211,7 +227,7 @@ def check_placement(run: ProgramRun, lab: LabConfig) -> list[str]:
         for t in terms
     ):
         problems.append(
-            f"placement {lab.trainer.placement.value} needs a required {wanted} term on"
+            f"placement {lab.trainer.placement.value} needs a {strength} {wanted} term on"
             " kubernetes.io/hostname that selects the ranks"
         )
     return problems
@@ -266,10 +282,16 @@ def check_rendezvous(run: ProgramRun, lab: LabConfig) -> list[str]:
     spec = sts.inputs["spec"]
     env = env_of(_trainer_container(sts))
     master = f"{name_of(sts)}-0.{spec['serviceName']}.{lab.namespace}.svc.cluster.local"
-    expected = {"MASTER_ADDR": master, "MASTER_PORT": str(lab.trainer.port), "WORLD_SIZE": str(lab.replicas)}
+    per_pod = lab.world.ranks_per_pod
+    expected = {
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(lab.trainer.port),
+        "WORLD_SIZE": str(lab.replicas),
+        "PET_NPROC_PER_NODE": str(per_pod),
+    }
     problems = [f"{k} is {env.get(k)!r}, expected {v!r}" for k, v in expected.items() if env.get(k) != v]
-    if spec.get("replicas") != lab.replicas:
-        problems.append(f"{spec.get('replicas')} replicas for a world of {lab.replicas}")
+    if spec.get("replicas", 0) * per_pod != lab.replicas:
+        problems.append(f"{spec.get('replicas')} pods of {per_pod} ranks for a world of {lab.replicas}")
     if env.get("POD_NAME") != {"fieldRef": {"fieldPath": "metadata.name"}}:
         problems.append("POD_NAME must come from metadata.name")
     if spec.get("podManagementPolicy") != "Parallel":
@@ -501,7 +523,7 @@ BREAKAGES = [
     (check_headless_service, "example-gpu", _break_service_selector, "selector"),
     (check_claims, "example-cpu", _break_claim_name, "'run'"),
     (check_trainer_image, "example-gpu", _break_image, "someone"),
-    (check_gpu_only_on_gpu_labs, "example-gpu", _break_gpu_limit, "one GPU"),
+    (check_gpu_only_on_gpu_labs, "example-gpu", _break_gpu_limit, "and 1 GPUs"),
     (check_gpu_only_on_gpu_labs, "example-cpu", _break_cpu_runtime, "CPU lab"),
     (check_placement, "example-gpu", _break_placement, "podAffinity"),
     (check_sweep, "example-sweep", _break_completions, "completions"),

@@ -56,7 +56,7 @@ def test_training_command_line_follows_the_stack() -> None:
         "--model", "airbench", "--epochs", "4", "--batch-size", "512", "--lr", "0.2",
         "--seed", "0", "--backend", "gloo", "--compression", "bf16",
         "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "release",
-        "--ready-file", "/run/k8scifar/training",
+        "--ready-file", "/run/k8scifar/training", "--metrics-port", "9464",
     ]  # fmt: skip
     assert "--lr" not in _trainer(recorded("example-cpu"))["args"]  # the model's own recipe
     probe = container["readinessProbe"]["exec"]["command"]

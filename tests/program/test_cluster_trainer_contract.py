@@ -80,10 +80,11 @@ def test_a_command_the_trainer_does_not_know_is_refused() -> None:
 def test_each_rank_finds_its_place(stack: str) -> None:
     lab = load_stack(stack)
     run = recorded(stack)
-    for ordinal in range(lab.replicas):
+    for ordinal in range(lab.world.pods):
         node = lab.nodes[ordinal % len(lab.nodes)]
         env = rank_environment(run, ordinal, node.name)
         place = distributed.topology(env)
+        # Before torchrun, RANK is the pod's index; torchrun gives each worker its own.
         assert (place.rank, place.world_size) == (ordinal, lab.replicas)
         assert (place.master_addr, place.master_port) == (
             f"trainer-0.trainer.{lab.namespace}.svc.cluster.local",
@@ -105,19 +106,21 @@ def test_ranks_on_clusters_without_the_pod_index_label_use_their_name() -> None:
 
 @pytest.mark.parametrize("stack", cluster_stacks())
 def test_each_pod_is_one_torchrun_node_of_the_run(stack: str) -> None:
-    """What `launch` makes of each pod's environment: one node per pod, the rendezvous store on pod 0
-    (and only there), reached through the headless Service, each pod at its own DNS name."""
+    """What `launch` makes of each pod's environment: one node per pod with a worker per rank of the
+    pod, the rendezvous store on pod 0 (and only there), reached through the headless Service, each
+    pod at its own DNS name."""
     lab = load_stack(stack)
     run = recorded(stack)
     (sts,) = component(run, "training")
     args = trainer_command(pod_spec(sts)["containers"][0]["args"])
     master = f"trainer-0.trainer.{lab.namespace}.svc.cluster.local:{lab.trainer.port}"
-    for ordinal in range(lab.replicas):
+    for ordinal in range(lab.world.pods):
         env = rank_environment(run, ordinal, lab.nodes[ordinal % len(lab.nodes)].name)
         command = launch.torchrun_command(env, args, max_restarts=3)
         flags = command[command.index("torch.distributed.run") + 1 : command.index("-m", 3)]
         assert flags == [
-            f"--nnodes={lab.replicas}", "--nproc-per-node=1", "--rdzv-backend=c10d",
+            f"--nnodes={lab.world.pods}", f"--nproc-per-node={lab.world.ranks_per_pod}",
+            "--rdzv-backend=c10d",
             f"--rdzv-endpoint={master}", f"--rdzv-id={run.outputs['run']}",
             f"--rdzv-conf=is_host={int(ordinal == 0)}", "--max-restarts=3",
             f"--local-addr=trainer-{ordinal}.trainer.{lab.namespace}.svc.cluster.local",

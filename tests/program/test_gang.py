@@ -20,6 +20,7 @@ from tests.program.harness import (
     Registered,
     cluster_stacks,
     kubernetes_object,
+    kueue_releases,
     labels_of,
     name_of,
     recorded,
@@ -37,7 +38,7 @@ def _custom(run: ProgramRun, kind: str) -> Registered:
 
 
 def _config(run: ProgramRun) -> dict[str, Any]:
-    (release,) = run.helm_releases()
+    (release,) = kueue_releases(run)
     return yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
 
 
@@ -45,7 +46,7 @@ def _config(run: ProgramRun) -> dict[str, Any]:
 def test_kueue_comes_from_its_pinned_chart_and_admits_whole_runs(stack: str) -> None:
     run = recorded(stack)
     lab = parse_config(read_stack_values(stack_file(stack)))
-    (release,) = run.helm_releases()
+    (release,) = kueue_releases(run)
     assert (release.inputs["chart"], release.inputs["version"]) == (KUEUE_CHART, KUEUE_VERSION)
     # Its namespace is the program's, so destroy removes it (tests/seams/test_kueue_awaits.py).
     (namespace,) = [n for n in run.of_kind("Namespace") if name_of(n) == "kueue-system"]
@@ -59,6 +60,7 @@ def test_kueue_comes_from_its_pinned_chart_and_admits_whole_runs(stack: str) -> 
     }
     objects = [kubernetes_object(r) for r in run.custom_objects()]
     kinds = ["ClusterQueue", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "WorkloadPriorityClass"]
+    kinds = sorted([*kinds, "Topology"]) if lab.packs_by_topology else kinds
     assert sorted(o["kind"] for o in objects) == kinds
     assert [p for o in objects for p in check_object(o)] == []
     for custom in run.custom_objects():
@@ -96,7 +98,7 @@ def test_the_sweep_queues_behind_the_training_run() -> None:
 def test_gang_none_declares_no_scheduler_and_no_queue_label() -> None:
     values = {**read_stack_values(stack_file("example-sweep")), "scheduling": {"gang": "none"}}
     run = run_program("example-sweep", values)
-    assert run.helm_releases() == [] and run.custom_objects() == []
+    assert kueue_releases(run) == [] and run.custom_objects() == []
     for workload in [*component(run, "training"), *component(run, "sweep")]:
         assert QUEUE_LABEL not in labels_of(workload)
 

@@ -17,7 +17,15 @@ import pytest
 import yaml
 
 from lab.config import GangScheduler, load_stack
-from tests.program.harness import ProgramRun, Registered, cluster_stacks, labels_of, name_of, recorded
+from tests.program.harness import (
+    ProgramRun,
+    Registered,
+    cluster_stacks,
+    kueue_releases,
+    labels_of,
+    name_of,
+    recorded,
+)
 from tests.program.test_cluster_consistency import component
 from tests.seams.kueue_behaviour import may_preempt, pods_ready_timeouts, priority, seconds, selects
 from tests.seams.program_objects import waits_for
@@ -29,7 +37,7 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server (S
 
 
 def _release(run: ProgramRun) -> Registered:
-    (release,) = run.helm_releases()
+    (release,) = kueue_releases(run)
     return release
 
 

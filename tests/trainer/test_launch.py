@@ -21,6 +21,28 @@ from tests.trainer.conftest import run, trainer
             {"WORLD_SIZE": "2", "RANK": "1"},
             "MASTER_ADDR and MASTER_PORT not set",
         ),
+        (
+            ["--", "train", "--data", "d", "--runs", "r", "--run-name", "n"],
+            {
+                "WORLD_SIZE": "3",
+                "RANK": "0",
+                "MASTER_ADDR": "a",
+                "MASTER_PORT": "1",
+                "PET_NPROC_PER_NODE": "2",
+            },
+            "divides WORLD_SIZE=3",
+        ),
+        (
+            ["--", "train", "--data", "d", "--runs", "r", "--run-name", "n"],
+            {
+                "WORLD_SIZE": "4",
+                "RANK": "2",
+                "MASTER_ADDR": "a",
+                "MASTER_PORT": "1",
+                "PET_NPROC_PER_NODE": "2",
+            },
+            "pod 2 is not below the job's 2 pods",
+        ),
     ],
 )
 def test_launch_refuses_in_one_line(args: list[str], env: dict[str, str], message: str) -> None:

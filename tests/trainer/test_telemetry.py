@@ -1,0 +1,104 @@
+"""Each rank's metrics endpoint, scraped while two ranks train under torchrun, and read the way
+Prometheus reads it (prometheus_client's parser follows the text exposition format)."""
+
+from __future__ import annotations
+
+import math
+import signal
+import socket
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.trainer.conftest import SMALL, read_json, run, start, torchrun, trainer, wait_for
+from trainer.telemetry import SERVED
+
+
+def consecutive_free_ports(count: int) -> int:
+    """A port P such that P..P+count-1 are free now (each local rank takes P + LOCAL_RANK)."""
+    for base in range(20000, 30000, count):
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", base))
+                b.bind(("127.0.0.1", base + count - 1))
+            except OSError:
+                continue
+            return base
+    raise AssertionError("no free port pair between 20000 and 30000")
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Sample name -> [(labels, value)], or {} while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def value(samples: dict, name: str) -> float:
+    (_labels, number) = samples[name][0]
+    return number
+
+
+def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Path, processes: list) -> None:
+    port = consecutive_free_ports(2)
+    command = torchrun(
+        2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "watched", *SMALL,
+        "--metrics-port", str(port), "--on-complete", "wait",
+    )  # fmt: skip
+    process = start(command, tmp_path / "log")
+    processes.append(process)
+    during: dict[int, dict] = {}
+
+    def both_ranks_mid_run() -> bool:
+        for rank in (0, 1):
+            if rank not in during:
+                samples = scrape(port + rank)
+                if samples and 0 < value(samples, "trainer_step") < value(samples, "trainer_steps_planned"):
+                    during[rank] = samples
+        assert process.poll() is None, (tmp_path / "log").read_text()[-3000:]
+        return len(during) == 2
+
+    wait_for(both_ranks_mid_run, "both ranks' endpoints mid-run")
+    for rank, samples in during.items():
+        for name in SERVED:
+            assert name in samples, f"rank {rank} does not serve {name}"
+            (labels, _) = samples[name][0]
+            assert labels == {"run": "watched", "rank": str(rank), "model": "airbench"}, labels
+    run_dir = tmp_path / "watched"
+    wait_for(lambda: (read_json(run_dir / "status.json") or {}).get("state") == "complete", "the run's end")
+    final = read_json(run_dir / "status.json")
+    for rank in (0, 1):
+        samples = scrape(port + rank)
+        assert value(samples, "trainer_step") == value(samples, "trainer_steps_planned") == 36
+        assert value(samples, "trainer_epoch") == value(samples, "trainer_epochs_planned") == 3
+        assert value(samples, "trainer_steps_total") == 36
+        assert value(samples, "trainer_test_accuracy") == final["test_acc"]
+        assert value(samples, "trainer_train_loss") == final["train_loss"]
+        # The global batch over this rank's own epoch time: rank 0's is the one on record.
+        speed = value(samples, "trainer_images_per_second")
+        assert speed == final["images_per_second"] if rank == 0 else speed > 0
+        assert value(samples, "trainer_restarts") == 0
+        step, wait, compute = (
+            value(samples, f"trainer_{name}_seconds_total") for name in ("step", "sync_wait", "compute")
+        )
+        assert wait > 0 and compute > 0 and math.isclose(wait + compute, step, rel_tol=1e-6)
+        assert 0 <= value(samples, "trainer_seconds_since_checkpoint") < 120
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=25)
+
+
+def test_a_port_out_of_range_is_refused_before_training(dataset: Path, tmp_path: Path) -> None:
+    result = run(
+        trainer("train", "--data", dataset, "--runs", tmp_path, "--run-name", "x", "--metrics-port", "70000")
+    )
+    assert result.returncode == 2
+    assert "--metrics-port: must be a TCP port from 1 to 65535, got 70000" in result.stderr
+    assert not (tmp_path / "x").exists()
