@@ -40,7 +40,7 @@ ALLOWED = {
     ("lab/cli/status.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.LATEST_CHECKPOINT),
     ("lab/cluster/registry.py", contract.NO_COMPRESSION),
-    ("trainer/train.py", contract.NO_COMPRESSION),
+    ("trainer/numerics.py", contract.NO_COMPRESSION),
 }
 
 

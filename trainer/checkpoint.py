@@ -13,6 +13,8 @@ import json
 import math
 import re
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,61 @@ def save(folder: Path, step: int, state: dict[str, Any], keep: int) -> Path:
     atomic.write_json(folder / POINTER, {"file": path.name, "sha256": digest})
     _prune(folder, keep, path)
     return path
+
+
+def host_copy(state: Any) -> Any:
+    """`state` with every tensor copied to host memory (pinned from a GPU), so training can go on
+    changing the originals while a thread writes the copy."""
+    if isinstance(state, torch.Tensor):
+        if state.device.type == "cuda":
+            copy = torch.empty(state.shape, dtype=state.dtype, pin_memory=True)
+            return copy.copy_(state, non_blocking=True)
+        return state.detach().clone()
+    if isinstance(state, dict):
+        return {key: host_copy(value) for key, value in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(host_copy(value) for value in state)
+    return state
+
+
+class Writer:
+    """Writes checkpoints on a thread, one at a time, off the step loop's critical path.
+
+    `submit` takes a host copy of the state (the only part the caller waits for) and returns;
+    the thread serialises, hashes and writes it, then runs `then` (the metrics line, which must
+    never be on disk before its checkpoint). A write's error is raised by the next `submit` or
+    by `wait`.
+    """
+
+    def __init__(self, folder: Path, keep: int) -> None:
+        self.folder, self.keep = folder, keep
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def submit(self, step: int, state: dict[str, Any], then: Callable[[], None] = lambda: None) -> None:
+        self.wait()
+        copy = host_copy(state)
+        if torch.cuda.is_available():
+            torch.cuda.current_stream().synchronize()  # the pinned copies have landed
+
+        def write() -> None:
+            try:
+                save(self.folder, step, copy, self.keep)
+                then()
+            except BaseException as err:  # handed to the training thread by wait()
+                self.error = err
+
+        self.thread = threading.Thread(target=write, name=f"checkpoint-{step}", daemon=False)
+        self.thread.start()
+
+    def wait(self) -> None:
+        """Until the last write is on disk; its error, if it failed."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
 
 def _prune(folder: Path, keep: int, current: Path) -> None:

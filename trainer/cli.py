@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--backend", choices=contract.BACKENDS, default=contract.AUTO)
     train.add_argument("--compression", choices=contract.COMPRESSIONS, default=contract.NO_COMPRESSION)
+    train.add_argument(
+        "--sync-batchnorm",
+        action="store_true",
+        help="BatchNorm statistics over the global batch, not each rank's share (CUDA ranks)",
+    )
     train.add_argument("--target-accuracy", type=_rule("target_accuracy"), default=0.94)
     train.add_argument("--checkpoint-keep", type=_rule("checkpoint_keep"), default=3)
     train.add_argument(
@@ -107,6 +112,13 @@ def _parser() -> argparse.ArgumentParser:
         help="start again at epoch 1, replacing the run folder's checkpoints and records",
     )
     train.add_argument("--ready-file", type=Path, help="readiness signal, written once this rank trains")
+    train.add_argument(
+        "--no-epoch-eval",
+        dest="epoch_eval",
+        action="store_false",
+        help="evaluate only after the last epoch (speed runs; metrics lines then hold no test figures)",
+    )
+    train.add_argument("--compile", action="store_true", help="run the net through torch.compile")
     train.add_argument(
         "--metrics-port", type=_port, help="serve Prometheus metrics here (plus LOCAL_RANK); off when unset"
     )
@@ -155,7 +167,7 @@ def _train(args: argparse.Namespace) -> int:
         options.update(sweep.select(args.sweep, index))
         run_dir = run_dir / str(index)
     # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
-    from trainer import data, distributed, train
+    from trainer import data, distributed, lifecycle, train
     from trainer.config import resolve
 
     place = distributed.topology(os.environ)
@@ -168,7 +180,7 @@ def _train(args: argparse.Namespace) -> int:
     splits = (data.load(args.data, True, published), data.load(args.data, False, published))
     trained_on = data.provenance(args.data, published)
     config = resolve(options, len(splits[0].labels), len(splits[1].labels), trained_on)
-    where = train.Placement(
+    where = train.RunOptions(
         run_dir=run_dir,
         backend=distributed.choose_backend(args.backend),
         timeout=distributed.timeout_seconds(args.timeout_seconds, os.environ),
@@ -177,9 +189,11 @@ def _train(args: argparse.Namespace) -> int:
         on_complete=args.on_complete,
         fresh=args.fresh,
         ready_file=args.ready_file,
+        epoch_eval=args.epoch_eval,
+        compile=args.compile,
         metrics_port=args.metrics_port,
     )
-    return train.main(config, where, place, splits, train.StopSignal())
+    return lifecycle.main(config, where, place, splits, train.StopSignal())
 
 
 def _sweep_index(flag: int | None) -> int:

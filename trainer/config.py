@@ -33,6 +33,7 @@ class TrainConfig:
     tta: int
     accumulate: int
     compression: str
+    sync_batchnorm: bool
     train_images: int
     test_images: int
     trained_on: str  # contract.CIFAR10 or contract.GENERATED
@@ -67,6 +68,7 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int, traine
         tta=options["tta"],
         accumulate=options["accumulate"],
         compression=options["compression"],
+        sync_batchnorm=bool(options.get("sync_batchnorm", False)),
         train_images=train_images,
         test_images=test_images,
         trained_on=trained_on,

@@ -29,6 +29,10 @@ from trainer import contract
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
+# Steps between two agreements on the stop flag where each costs a device sync (an all-reduce on
+# the GPU read back by the host). At airbench's 6 ms a step that is 0.1 s of delay, far inside
+# torchrun's 30 s between SIGTERM and SIGKILL; a slower step (a wider net) still fits 16 of them.
+STOP_CHECK_STEPS = 16
 # A TCP port is 16 bits; torch's store takes a larger one as is and fails deep inside.
 MAX_PORT = 65535
 # The longest text ranks exchange (a device name, a checkpoint's file name), in UTF-8 bytes.
@@ -214,7 +218,15 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
     if not dist.is_initialized():
         return net
     ids = [device.index] if device.type == "cuda" else None
-    model = DistributedDataParallel(net, device_ids=ids)
+    # For small, fast steps (docs/scaling.md, "DDP for small steps"): gradients live in the
+    # all-reduce buckets (no copy in or out), the graph is the same every step (DDP plans its
+    # buckets once), and BatchNorm's running statistics are not broadcast before every forward:
+    # only evaluation reads them, and `evaluate` broadcasts rank 0's first (broadcast_buffers).
+    # torch 2.14 names this forward_sync_buffers (torch/nn/parallel/distributed.py); buffers are
+    # still synced once at init, so every rank starts from rank 0's.
+    model = DistributedDataParallel(
+        net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, forward_sync_buffers=False
+    )
     if compression == contract.FP16:
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif compression == contract.BF16:
@@ -225,6 +237,14 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
         )
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     return model
+
+
+def stop_check_steps() -> int:
+    """How often ranks agree on stopping: every step where the collective stays on the host (one
+    process, or gloo, whose all-reduce is a CPU round trip), every STOP_CHECK_STEPS on NCCL."""
+    if dist.is_initialized() and dist.get_backend() == contract.NCCL:
+        return STOP_CHECK_STEPS
+    return 1
 
 
 def any_rank(flag: bool) -> bool:

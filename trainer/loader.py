@@ -36,10 +36,26 @@ def to_device(split: Split, device: torch.device) -> tuple[torch.Tensor, torch.T
     return torch.from_numpy(split.images).to(device), torch.from_numpy(split.labels).to(device)
 
 
-def normalise(images: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    mean = torch.tensor(MEAN, device=images.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=images.device).view(1, 3, 1, 1)
-    return ((images.float() - mean) / std).to(dtype)
+class Normalise:
+    """uint8 images to the net's input: per-channel standardised, in `dtype` and `memory_format`.
+
+    The statistics are device tensors made once, so a step copies nothing from the host.
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
+        memory_format: torch.memory_format = torch.contiguous_format,
+    ) -> None:
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+        self.dtype = dtype
+        self.memory_format = memory_format
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        x = ((images.float() - self.mean) / self.std).to(self.dtype)
+        return x.contiguous(memory_format=self.memory_format)
 
 
 class TrainLoader:
@@ -56,7 +72,10 @@ class TrainLoader:
             raise ConfigurationError(
                 f"the batch size {batch_size} exceeds the {len(split.labels)} training images"
             )
-        self.images, self.labels = to_device(split, device)
+        images, self.labels = to_device(split, device)
+        # Padded once for the whole set (reflect padding needs floats), so a step only crops.
+        self.padded = _reflect_pad(images, PAD)
+        self.device = device
         self.batch_size = batch_size
         self.local = batch_size // shard.world_size
         self.shard = shard
@@ -66,12 +85,12 @@ class TrainLoader:
         self.steps_per_epoch = len(split.labels) // batch_size
 
     def batches(self, epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout)
+        # The plan crosses to the device once an epoch; a step then never waits on the host.
+        plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout).to(self.device)
         for step in range(start_step, self.steps_per_epoch):
             first = step * self.batch_size + self.shard.rank * self.local
             chosen = plan.order[first : first + self.local]
-            images = self.images[chosen.to(self.images.device)]
-            yield plan.augment(images, chosen), self.labels[chosen.to(self.labels.device)]
+            yield plan.augment(self.padded[chosen], chosen), self.labels[chosen]
 
 
 def _generator(seed: int, stream: int) -> torch.Generator:
@@ -100,24 +119,37 @@ class _EpochPlan:
         self.cutout = cutout
         self.corner = torch.randint(0, 32 - cutout + 1, (count, 2), generator=generator) if cutout else None
 
-    def augment(self, images: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-        device = images.device
-        flip = self.flip[chosen].to(device)
-        images = torch.where(flip.view(-1, 1, 1, 1), images.flip(3), images)
-        images = translate(images, self.shift[chosen].to(device))
+    def to(self, device: torch.device) -> _EpochPlan:
+        self.order, self.flip, self.shift = (t.to(device) for t in (self.order, self.flip, self.shift))
+        self.corner = self.corner.to(device) if self.corner is not None else None
+        return self
+
+    def augment(self, padded: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        """Padded images of `chosen` mirrored, moved and cut out by the plan (mirroring the padded
+        image equals padding the mirrored one: reflection padding is symmetric)."""
+        padded = torch.where(self.flip[chosen].view(-1, 1, 1, 1), padded.flip(3), padded)
+        images = _crop(padded, self.shift[chosen])
         if self.corner is not None:
-            images = _cut_out(images, self.corner[chosen].to(device), self.cutout)
+            images = _cut_out(images, self.corner[chosen], self.cutout)
         return images
+
+
+def _reflect_pad(images: torch.Tensor, pad: int) -> torch.Tensor:
+    return torch.nn.functional.pad(images.float(), (pad,) * 4, mode="reflect").to(images.dtype)
 
 
 def translate(images: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     """Each image moved by its own (dy, dx) in 0..2*PAD within a reflection-padded border."""
-    padded = torch.nn.functional.pad(images.float(), (PAD,) * 4, mode="reflect").to(images.dtype)
-    span = torch.arange(32, device=images.device)
+    return _crop(_reflect_pad(images, PAD), shift)
+
+
+def _crop(padded: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """The 32x32 window of each padded image at its own (dy, dx) offset."""
+    span = torch.arange(32, device=padded.device)
     rows = (shift[:, 0:1] + span).view(-1, 1, 32, 1)
     cols = (shift[:, 1:2] + span).view(-1, 1, 1, 32)
-    batch = torch.arange(len(images), device=images.device).view(-1, 1, 1, 1)
-    channels = torch.arange(3, device=images.device).view(1, 3, 1, 1)
+    batch = torch.arange(len(padded), device=padded.device).view(-1, 1, 1, 1)
+    channels = torch.arange(3, device=padded.device).view(1, 3, 1, 1)
     return padded[batch, channels, rows, cols]
 
 

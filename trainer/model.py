@@ -25,8 +25,16 @@ class Recipe:
     epochs: int  # passes over the training split
     bias_scale: float  # rate multiplier of biases (BatchNorm and whitening); their decay is divided by it
     schedule: tuple[float, float, float]  # rate multiplier at start, peak position (fraction of steps), end
-    lookahead: bool  # average the weights every few steps (trainer.train.Lookahead)
+    lookahead: bool  # average the weights every few steps (trainer.numerics.Lookahead)
+    lookahead_every: int = 5  # steps between two lookahead averages
+    lookahead_decay: float = 0.95  # per-step decay of the average, raised to lookahead_every
     whiten_bias_epochs: int  # epochs the whitening layer's bias trains; 0: no whitening layer
+    whiten_images: int = 5000  # training images whose 2x2 patches fit the whitening layer
+    whiten_eps: float = 5e-4  # added to the patch covariance's eigenvalues (normalised pixels squared)
+    norm_momentum: float  # torch's BatchNorm momentum: weight of the newest batch in the running stats
+    norm_eps: float  # added to BatchNorm's variance (normalised activations squared)
+    logit_scale: float  # the last layer's output multiplier, dimensionless
+    eval_batch: int = 1000  # test images per evaluation forward (memory only, not the figures)
 
 
 def from_airbench94(lr: float, weight_decay: float, momentum: float, batch_size: int) -> tuple[float, float]:
@@ -57,6 +65,9 @@ RECIPES = {
         schedule=(0.2, 0.23, 0.07),
         lookahead=True,
         whiten_bias_epochs=3,
+        norm_momentum=0.4,  # airbench94's batchnorm_momentum 0.6 is torch's 1 - 0.6
+        norm_eps=1e-12,
+        logit_scale=1 / 9,
     ),
     RESNET9: Recipe(
         lr=0.4,
@@ -68,26 +79,38 @@ RECIPES = {
         schedule=(0.0, 5 / 24, 0.0),
         lookahead=False,
         whiten_bias_epochs=0,
+        norm_momentum=0.1,  # torch's defaults, as cifar10-fast keeps them
+        norm_eps=1e-5,
+        logit_scale=0.125,
     ),
 }
 
 
-def _batch_norm(channels: int) -> nn.BatchNorm2d:
+def _batch_norm(channels: int, recipe: Recipe) -> nn.BatchNorm2d:
     # Frozen unit scale: the following convolution absorbs it, and the net trains faster without it.
-    norm = nn.BatchNorm2d(channels, momentum=0.4, eps=1e-12)
+    norm = nn.BatchNorm2d(channels, momentum=recipe.norm_momentum, eps=recipe.norm_eps)
     norm.weight.requires_grad = False
     return norm
 
 
+def _conv(c_in: int, c_out: int) -> nn.Conv2d:
+    """A 3x3 convolution that starts as the identity on its first `c_in` outputs (the rest keep
+    torch's default draw), as airbench94's `Conv.reset_parameters` starts them."""
+    conv = nn.Conv2d(c_in, c_out, 3, padding=1, bias=False)
+    with torch.no_grad():
+        nn.init.dirac_(conv.weight[: min(c_in, c_out)])
+    return conv
+
+
 class ConvGroup(nn.Sequential):
-    def __init__(self, c_in: int, c_out: int) -> None:
+    def __init__(self, c_in: int, c_out: int, recipe: Recipe) -> None:
         super().__init__(
-            nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+            _conv(c_in, c_out),
             nn.MaxPool2d(2),
-            _batch_norm(c_out),
+            _batch_norm(c_out, recipe),
             nn.GELU(),
-            nn.Conv2d(c_out, c_out, 3, padding=1, bias=False),
-            _batch_norm(c_out),
+            _conv(c_out, c_out),
+            _batch_norm(c_out, recipe),
             nn.GELU(),
         )
 
@@ -104,44 +127,54 @@ class Scale(nn.Module):
 class Airbench(nn.Sequential):
     """2x2 patch-whitening stem, three conv groups (w, 4w, 4w), max-pool head: 2M parameters at w=64."""
 
-    def __init__(self, width: int = 64, classes: int = 10) -> None:
+    def __init__(self, width: int = 64, classes: int = 10, recipe: Recipe | None = None) -> None:
+        recipe = recipe or RECIPES[AIRBENCH]
         widths = (width, 4 * width, 4 * width)
         whiten = nn.Conv2d(3, 24, 2, padding=0, bias=True)
         whiten.weight.requires_grad = False
+        nn.init.zeros_(whiten.bias)
         super().__init__(
             whiten,
             nn.GELU(),
-            ConvGroup(24, widths[0]),
-            ConvGroup(widths[0], widths[1]),
-            ConvGroup(widths[1], widths[2]),
+            ConvGroup(24, widths[0], recipe),
+            ConvGroup(widths[0], widths[1], recipe),
+            ConvGroup(widths[1], widths[2], recipe),
             nn.MaxPool2d(3),
             nn.Flatten(),
             nn.Linear(widths[2], classes, bias=False),
-            Scale(1 / 9),
+            Scale(recipe.logit_scale),
         )
+        self.whiten_eps = recipe.whiten_eps
 
     @property
     def whiten(self) -> nn.Conv2d:
         return self[0]
 
     @torch.no_grad()
-    def init_whitening(self, images: torch.Tensor, eps: float = 5e-4) -> None:
-        """Set the stem to whiten 2x2 patches of `images` (normalised), as +/- eigenvector pairs."""
+    def init_whitening(self, images: torch.Tensor) -> None:
+        """Set the stem to whiten 2x2 patches of `images` (normalised), as +/- eigenvector pairs.
+
+        The patches' second moment, uncentred, as airbench94 takes it (`get_whitening_parameters`):
+        normalised pixels have a mean near zero, and the bias that follows learns any offset.
+        """
         patches = images.double().unfold(2, 2, 1).unfold(3, 2, 1)
         patches = patches.transpose(1, 3).reshape(-1, 3, 2, 2).flatten(1)
-        eigenvalues, eigenvectors = torch.linalg.eigh(torch.cov(patches.T))
-        filters = (eigenvectors.T / torch.sqrt(eigenvalues + eps).unsqueeze(1)).view(12, 3, 2, 2)
+        eigenvalues, eigenvectors = torch.linalg.eigh(patches.T @ patches / len(patches))
+        filters = (eigenvectors.T / torch.sqrt(eigenvalues + self.whiten_eps).unsqueeze(1)).view(12, 3, 2, 2)
         self.whiten.weight.copy_(torch.cat([filters, -filters]).float())
 
 
-def _conv_bn_relu(c_in: int, c_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU())
+def _conv_bn_relu(c_in: int, c_out: int, recipe: Recipe) -> nn.Sequential:
+    norm = nn.BatchNorm2d(c_out, momentum=recipe.norm_momentum, eps=recipe.norm_eps)
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), norm, nn.ReLU())
 
 
 class Residual(nn.Module):
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, recipe: Recipe) -> None:
         super().__init__()
-        self.body = nn.Sequential(_conv_bn_relu(channels, channels), _conv_bn_relu(channels, channels))
+        self.body = nn.Sequential(
+            _conv_bn_relu(channels, channels, recipe), _conv_bn_relu(channels, channels, recipe)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.body(x)
@@ -151,21 +184,21 @@ class ResNet9(nn.Sequential):
     """The DAWNBench ResNet-9 of cifar10-fast (w, 2w, 4w, 8w channels): 6.6M parameters at w=64."""
 
     def __init__(self, width: int = 64, classes: int = 10) -> None:
-        w = width
+        w, recipe = width, RECIPES[RESNET9]
         super().__init__(
-            _conv_bn_relu(3, w),
-            _conv_bn_relu(w, 2 * w),
+            _conv_bn_relu(3, w, recipe),
+            _conv_bn_relu(w, 2 * w, recipe),
             nn.MaxPool2d(2),
-            Residual(2 * w),
-            _conv_bn_relu(2 * w, 4 * w),
+            Residual(2 * w, recipe),
+            _conv_bn_relu(2 * w, 4 * w, recipe),
             nn.MaxPool2d(2),
-            _conv_bn_relu(4 * w, 8 * w),
+            _conv_bn_relu(4 * w, 8 * w, recipe),
             nn.MaxPool2d(2),
-            Residual(8 * w),
+            Residual(8 * w, recipe),
             nn.AdaptiveMaxPool2d(1),
             nn.Flatten(),
             nn.Linear(8 * w, classes, bias=False),
-            Scale(0.125),
+            Scale(recipe.logit_scale),
         )
 
 
@@ -173,7 +206,7 @@ def build(name: str, width: int, whitening_images: torch.Tensor) -> nn.Module:
     """The named network; airbench's stem is fitted to `whitening_images` (normalised, on CPU)."""
     if name == AIRBENCH:
         net = Airbench(width)
-        net.init_whitening(whitening_images)
+        net.init_whitening(whitening_images[: RECIPES[AIRBENCH].whiten_images])
         return net
     if name == RESNET9:
         return ResNet9(width)
@@ -181,7 +214,9 @@ def build(name: str, width: int, whitening_images: torch.Tensor) -> nn.Module:
 
 
 def param_groups(net: nn.Module, recipe: Recipe, lr: float, weight_decay: float) -> list[dict]:
-    """Weights, biases (`bias_scale` times the rate, the same decay) and the whitening bias, named."""
+    """Weights, BatchNorm biases (`bias_scale` times the rate, the same decay) and the whitening
+    bias, named. The whitening bias trains at the weights' rate, as in airbench94 (its `bias_scaler`
+    applies only to parameters named `norm`)."""
     whiten_bias = net.whiten.bias if isinstance(net, Airbench) else None
     params = [p for p in net.parameters() if p.requires_grad and p is not whiten_bias]
     bias_lr = lr * recipe.bias_scale
@@ -195,5 +230,5 @@ def param_groups(net: nn.Module, recipe: Recipe, lr: float, weight_decay: float)
         group("biases", [p for p in params if p.ndim < 2], bias_lr, bias_decay),
     ]
     if whiten_bias is not None:
-        groups.append(group("whiten_bias", [whiten_bias], bias_lr, bias_decay))
+        groups.append(group("whiten_bias", [whiten_bias], lr, weight_decay))
     return groups

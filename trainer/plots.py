@@ -62,7 +62,8 @@ def curves_figure(history: list[dict[str, Any]], labels: RunLabels) -> Figure:
     figure, (loss, accuracy) = plt.subplots(1, 2, figsize=(10, 4.4))
     figure.suptitle(labels.title())
     loss.plot(epochs, [line["train_loss"] for line in history], marker="o", label="train")
-    loss.plot(epochs, [line["test_loss"] for line in history], marker="o", label="test")
+    # A run without per-epoch evaluation has no test figures: NaN leaves the test curve empty.
+    loss.plot(epochs, [line.get("test_loss", math.nan) for line in history], marker="o", label="test")
     loss.set(xlabel="epoch", ylabel="loss", title="Loss", yscale="log")
     if label_smoothing:
         floor = smoothing_floor(label_smoothing, len(CLASSES))
@@ -76,7 +77,7 @@ def curves_figure(history: list[dict[str, Any]], labels: RunLabels) -> Figure:
             color="dimgray",
         )
     accuracy.plot(epochs, [line["train_acc"] for line in history], marker="o", label="train")
-    accuracy.plot(epochs, [line["test_acc"] for line in history], marker="o", label="test")
+    accuracy.plot(epochs, [line.get("test_acc", math.nan) for line in history], marker="o", label="test")
     if labels.trained_on == CIFAR10:
         accuracy.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {100 * target:g}%")
         accuracy.set(xlabel="epoch", ylabel="accuracy", title="Accuracy")

@@ -124,7 +124,8 @@ class RankMetrics:
         step time, so the next step is timed from here."""
         self.series["trainer_epoch"].set(line["epoch"])
         self.series["trainer_train_loss"].set(line["train_loss"])
-        self.series["trainer_test_accuracy"].set(line["test_acc"])
+        if "test_acc" in line:  # not with --no-epoch-eval
+            self.series["trainer_test_accuracy"].set(line["test_acc"])
         self.series["trainer_images_per_second"].set(line["images_per_second"])
         self.mark, self.waited = time.monotonic(), 0.0
 

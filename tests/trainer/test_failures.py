@@ -318,7 +318,7 @@ def layout(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> checkpoin
     args = cli._parser().parse_args([str(a) for a in _train_args(dataset, tmp_path_factory.mktemp("x"))])
     splits = (data.load(dataset, True), data.load(dataset, False))
     config = resolve(vars(args), len(splits[0].labels), len(splits[1].labels), data.provenance(dataset))
-    where = train.Placement(args.runs / "r", "gloo", 60, 3, 0.94, "exit")
+    where = train.RunOptions(args.runs / "r", "gloo", 60, 3, 0.94, "exit")
     return train.Run(config, where, distributed.topology({}), splits).layout()
 
 

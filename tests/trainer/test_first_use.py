@@ -9,7 +9,7 @@ import pytest
 from matplotlib.lines import Line2D
 
 from tests.trainer.conftest import read_json, run, torchrun, trainer
-from trainer import contract, plots, train
+from trainer import contract, lifecycle, plots, train
 from trainer.loader import few_steps_warning
 
 
@@ -69,11 +69,11 @@ def test_one_failing_rank_under_torchrun_is_one_line_and_torchruns_root_cause(
 
 
 def test_fresh_is_ignored_in_a_round_torchrun_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
-    where = train.Placement(Path("r"), "gloo", 10, 3, 0.94, "exit", fresh=True)
+    where = train.RunOptions(Path("r"), "gloo", 10, 3, 0.94, "exit", fresh=True)
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
-    assert train._fresh(where)
+    assert lifecycle._fresh(where)
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
-    assert not train._fresh(where), "a restarted round resumes what the first round wrote"
+    assert not lifecycle._fresh(where), "a restarted round resumes what the first round wrote"
 
 
 HISTORY = [

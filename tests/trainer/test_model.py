@@ -6,8 +6,10 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
-from trainer.model import RECIPES, from_airbench94
+from trainer.model import RECIPES, Airbench, from_airbench94, param_groups
+from trainer.numerics import Lookahead
 
 # airbench94's `hyp['opt']` (KellerJordan/cifar10-airbench, airbench94.py): lr and weight decay per
 # 1024 examples, its batch, momentum, bias scaler, label smoothing, epochs, whitening-bias epochs;
@@ -66,3 +68,57 @@ def test_converted_rates_take_airbench94s_steps(batch_size: int) -> None:
             optimizer.step()
         torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
     assert not torch.equal(ours, start)
+
+
+def _airbench(width: int = 8) -> Airbench:
+    torch.manual_seed(0)
+    return Airbench(width)
+
+
+def test_3x3_convolutions_start_as_the_identity_on_their_inputs() -> None:
+    """airbench94's `Conv.reset_parameters`: dirac on the first `in_channels` filters."""
+    convs = [m for m in _airbench().modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
+    assert len(convs) == 6
+    assert any(conv.out_channels > conv.in_channels for conv in convs)
+    for conv in convs:
+        n = min(conv.in_channels, conv.out_channels)
+        identity = torch.zeros(n, conv.in_channels, 3, 3)
+        identity[range(n), range(n), 1, 1] = 1
+        assert torch.equal(conv.weight[:n].detach(), identity)
+        if conv.out_channels > n:
+            assert conv.weight[n:].abs().sum() > 0, "the other filters keep torch's random draw"
+
+
+def test_the_whitening_bias_starts_at_zero_and_trains_at_the_weights_rate() -> None:
+    net = _airbench()
+    assert torch.equal(net.whiten.bias.detach(), torch.zeros(24))
+    recipe = RECIPES["airbench"]
+    groups = {g["name"]: g for g in param_groups(net, recipe, recipe.lr, recipe.weight_decay)}
+    assert groups["whiten_bias"]["lr"] == groups["weights"]["lr"] == recipe.lr
+    assert groups["biases"]["lr"] == recipe.lr * recipe.bias_scale
+
+
+def test_whitening_uses_the_uncentred_second_moment_of_the_patches() -> None:
+    """Filters that whiten the uncentred moment: F M Fᵀ = λ / (λ + eps) for each +/- pair."""
+    torch.manual_seed(1)
+    images = torch.randn(64, 3, 8, 8) + 2.0  # far from centred, where the two covariances differ
+    net = _airbench()
+    net.init_whitening(images)
+    patches = images.double().unfold(2, 2, 1).unfold(3, 2, 1).transpose(1, 3).reshape(-1, 12)
+    moment = patches.T @ patches / len(patches)
+    filters = net.whiten.weight.detach().double().flatten(1)[:12]
+    eigenvalues = torch.linalg.eigvalsh(moment)
+    expected = torch.diag(eigenvalues / (eigenvalues + net.whiten_eps))
+    torch.testing.assert_close(filters @ moment @ filters.T, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_lookahead_averages_batchnorm_running_statistics_too() -> None:
+    net = _airbench()
+    norms = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    lookahead = Lookahead(net, every=5, decay=0.95)
+    before = [n.running_mean.clone() for n in norms]
+    for norm in norms:
+        norm.running_mean.add_(1.0)
+    lookahead.after_step(step=10, total=10)  # the last step: the net takes the average
+    for norm, start in zip(norms, before, strict=True):
+        torch.testing.assert_close(norm.running_mean, start)

@@ -49,7 +49,9 @@ def pod_command(dataset: Path, runs: Path, ready: Path) -> list[str]:
     paths = {"/data": str(dataset), "/runs": str(runs), training.READY_FILE: str(ready)}
     # The one flag left out: the set here is synthetic, not CIFAR-10's published files.
     args = [paths.get(a, a) for a in args if a != REQUIRE_CIFAR10]
-    return [sys.executable, "-m", "trainer", *args, *SMALL[:-1], "8", "--threads", "1"]
+    # Each pod has a network of its own; here both share one, so each gets its own metrics port.
+    own_port = ["--metrics-port", str(free_port())]
+    return [sys.executable, "-m", "trainer", *args, *SMALL[:-1], "8", "--threads", "1", *own_port]
 
 
 def pod_env(ordinal: int, port: int, server: Recorder, account: Path) -> dict[str, str]:

@@ -1,0 +1,181 @@
+"""The step loop as a GPU would run it: nothing in a step waits on the host, training time is the
+step loop's alone, and checkpoints are written beside training, never before a metrics line."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from trainer import checkpoint, distributed, train
+from trainer.config import ConfigurationError, resolve
+from trainer.contract import GENERATED
+from trainer.data import Split
+
+# Calls that cross between host and device on a GPU: a copy to or from the device (`to` with a
+# device, `cpu`, `cuda`, a tensor made from host data on the device), or a read of a device value
+# by the host (`item`, `tolist`, `bool`, ...), each of which makes the host wait for the device's
+# queue to drain (torch.cuda.set_sync_debug_mode names the same calls on a GPU).
+HOST_CALLS = {
+    "tensor",
+    "as_tensor",
+    "cpu",
+    "cuda",
+    "item",
+    "tolist",
+    "numpy",
+    "__bool__",
+    "__float__",
+    "__int__",
+}
+
+
+class HostBoundary(TorchFunctionMode):
+    """Counts the torch calls that would copy between host and device, or wait for the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        moves = name == "to" and any(
+            isinstance(a, torch.device | str) for a in (*args[1:], kwargs.get("device"))
+        )
+        if name in HOST_CALLS or moves:
+            self.calls[name] += 1
+        return func(*args, **kwargs)
+
+
+def _split(count: int, seed: int) -> Split:
+    rng = np.random.default_rng(seed)
+    return Split(rng.integers(0, 256, size=(count, 3, 32, 32), dtype=np.uint8), np.arange(count) % 10)
+
+
+def _run(
+    tmp_path: Path, train_images: int, sync_batchnorm: bool = False, world_size: int = 1, **options: Any
+) -> train.Run:
+    splits = (_split(train_images, 0), _split(64, 1))
+    flags = {
+        "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
+        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": sync_batchnorm,
+    }  # fmt: skip
+    config = resolve(flags, train_images, 64, GENERATED)
+    where = train.RunOptions(tmp_path / f"run-{train_images}", "gloo", 60, 3, 0.94, "exit", **options)
+    place = distributed.Topology(0, world_size, 0, "127.0.0.1", 0)
+    run = train.Run(config, where, place, splits)
+    run.folder.prepare(fresh=True)
+    return run
+
+
+def _host_calls(run: train.Run) -> Counter[str]:
+    with HostBoundary() as boundary:
+        run.train_epoch(0, train.StopSignal())
+        run.writer.wait()
+    return boundary.calls
+
+
+def test_no_step_copies_between_host_and_device_or_waits_for_it(tmp_path: Path) -> None:
+    """An epoch of 8 steps and one of 16 cross the host boundary equally often: only at the epoch's
+    edges (its plan onto the device, its sums back), never once per step."""
+    short, long = _run(tmp_path, 8 * 16), _run(tmp_path, 16 * 16)
+    assert (short.loader.steps_per_epoch, long.loader.steps_per_epoch) == (8, 16)
+    few, many = _host_calls(short), _host_calls(long)
+    per_step = {name: (many[name] - few[name]) / 8 for name in many | few if many[name] != few[name]}
+    assert per_step == {}, f"host crossings per step: {per_step}"
+
+
+class FakeClock:
+    """time.monotonic for the trainer: a step takes 1 s, an evaluation 100 s, anything else 0 s."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_training_seconds_count_the_step_loop_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _run(tmp_path, 4 * 16)
+    clock = FakeClock()
+    monkeypatch.setattr(train.time, "monotonic", clock.monotonic)
+    step, evaluate = run.numerics.step, run.numerics.evaluate
+
+    def timed_step(*args: Any) -> torch.Tensor:
+        clock.now += 1
+        return step(*args)
+
+    def timed_evaluate(*args: Any) -> tuple[float, float]:
+        clock.now += 100
+        return evaluate(*args)
+
+    monkeypatch.setattr(run.numerics, "step", timed_step)
+    monkeypatch.setattr(run.numerics, "evaluate", timed_evaluate)
+    summary = run.fit(train.StopSignal(), train.Start())
+    assert summary["wall_seconds"] == 2 * 4, "two epochs of four 1 s steps"
+    assert summary["eval_seconds"] == 3 * 100, "two epochs' evaluations and the final one"
+    lines = [json.loads(line) for line in (run.folder.path / "metrics.jsonl").read_text().splitlines()]
+    assert [line["epoch_seconds"] for line in lines] == [4, 4]
+    assert [line["images_per_second"] for line in lines] == [16.0, 16.0]
+
+
+def test_without_epoch_evaluation_only_the_final_one_runs(tmp_path: Path) -> None:
+    run = _run(tmp_path, 4 * 16, epoch_eval=False)
+    summary = run.fit(train.StopSignal(), train.Start())
+    lines = [json.loads(line) for line in (run.folder.path / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and not any("test_acc" in line for line in lines)
+    assert summary["best_test_acc"] == summary["final_test_acc"]
+    assert checkpoint.latest_verified(run.folder.checkpoints) is not None
+
+
+def test_a_checkpoint_is_written_beside_training_and_before_its_metrics_line(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    writer = checkpoint.Writer(folder, keep=2)
+    weights = torch.ones(3)
+    order: list[str] = []
+    writer.submit(5, {"w": weights}, lambda: order.append(str(checkpoint.latest_verified(folder))))
+    weights.add_(1)  # training goes on changing the tensors: the copy taken at submit is written
+    writer.wait()
+    assert order == [str(folder / "ckpt-000000005.pt")], "the line came after its checkpoint"
+    saved = torch.load(folder / "ckpt-000000005.pt", weights_only=True)
+    assert torch.equal(saved["w"], torch.ones(3))
+
+
+def test_a_failed_checkpoint_write_is_raised_in_the_training_thread(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    writer = checkpoint.Writer(blocked / "checkpoints", keep=2)
+    lines: list[int] = []
+    writer.submit(1, {"w": torch.ones(1)}, lambda: lines.append(1))
+    with pytest.raises(OSError):
+        writer.wait()
+    assert lines == [], "no metrics line without its checkpoint"
+    writer.wait()  # raised once
+
+
+def test_sync_batchnorm_replaces_every_batchnorm_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path, 4 * 16, sync_batchnorm=True)
+    norms = [m for m in run.net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    assert len(norms) == 6 and all(isinstance(m, torch.nn.SyncBatchNorm) for m in norms)
+    assert "SyncBatchNorm on: BatchNorm statistics over 16 images a step (1 rank(s) of 16)" in (
+        capsys.readouterr().out
+    )
+    assert run.config.hyperparameters()["sync_batchnorm"] is True
+    # The optimizer and the lookahead hold the converted net's tensors.
+    assert {id(p) for p in run.net.parameters() if p.requires_grad} == {
+        id(p) for group in run.optimizer.param_groups for p in group["params"]
+    }
+
+
+def test_sync_batchnorm_on_cpu_ranks_is_refused_before_training(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="--sync-batchnorm needs CUDA ranks"):
+        _run(tmp_path, 4 * 16, sync_batchnorm=True, world_size=2)
