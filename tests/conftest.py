@@ -5,7 +5,8 @@ needs hosts from an inventory, so the default run leaves it out. The integration
 against the local test machines.
 """
 
-# The test sshd's fixtures, declared once for the whole suite: tests/support/sshd.py says why.
+# Fixtures of tests/support, declared once for the whole suite: tests/support/sshd.py says why.
+from tests.support.gpg import signing_key  # noqa: F401
 from tests.support.sshd import _sshd_daemon, sshd  # noqa: F401
 
 collect_ignore = ["cluster"]

@@ -11,15 +11,15 @@ from lab.config import STACKS_DIR
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tracked(*patterns: str) -> list[Path]:
-    """Files git tracks in this checkout that match `patterns` (git pathspecs)."""
+def tracked(*patterns: str, checkout: Path = ROOT) -> list[Path]:
+    """Files git tracks in `checkout` that match `patterns` (git pathspecs)."""
     done = subprocess.run(
-        ["git", "ls-files", "-z", "--", *patterns], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", "-z", "--", *patterns], cwd=checkout, capture_output=True, text=True, check=True
     )
-    return [ROOT / name for name in done.stdout.split("\0") if name]
+    return [checkout / name for name in done.stdout.split("\0") if name]
 
 
-def shipped_stacks() -> list[str]:
-    """Names of the stacks in stacks/ that git tracks, sorted."""
-    files = tracked(f"{STACKS_DIR.relative_to(ROOT)}/Pulumi.*.yaml")
+def shipped_stacks(checkout: Path = ROOT) -> list[str]:
+    """Names of the stacks in `checkout`'s stacks/ that git tracks, sorted."""
+    files = tracked(f"{STACKS_DIR.relative_to(ROOT)}/Pulumi.*.yaml", checkout=checkout)
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in files)

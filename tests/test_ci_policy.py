@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,3 +41,15 @@ def test_a_skip_is_allowed_outside_ci(tmp_path: Path) -> None:
     result = _pytest(tmp_path, None)
     assert result.returncode == 0, result.stdout
     assert "1 passed, 1 skipped" in result.stdout
+
+
+def test_ci_runs_every_test_the_fast_loop_leaves_out() -> None:
+    """`.ci/run` ends with the README's test command as it is: no `--fast`, no marker selection,
+    here or in pytest's own options."""
+    lines = (ROOT / ".ci/run").read_text().splitlines()
+    commands = [line.split() for line in lines if line.startswith("scripts/")]
+    assert commands[-1] == ["scripts/test.sh"], commands
+    readme = (ROOT / "README.md").read_text()
+    assert "scripts/test.sh               # linters and the whole test suite" in readme
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "-m" not in options["addopts"].split(), options["addopts"]

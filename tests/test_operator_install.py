@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lab.locks import OPERATOR_LOCK, ROOT
 from tests.cli.test_imports import commands
 
@@ -43,6 +45,7 @@ def size(root: Path) -> int:
     return sum(path.lstat().st_size for path in root.rglob("*") if not path.is_dir() or path.is_symlink())
 
 
+@pytest.mark.slow
 def test_the_operator_install_runs_labctl_and_the_program_imports_without_torch(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.sshd import AGENT, SERVER, Sshd, free_port
+from tests.support.network import free_port
+from tests.support.sshd import AGENT, SERVER, Sshd
 
 
 def node(name: str, address: str, role: str, **extra: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.cli.conftest import labctl, node, write_stack
-from tests.support.sshd import AGENT, SERVER, free_port
+from tests.support.network import free_port
+from tests.support.sshd import AGENT, SERVER
 
 
 def test_unreachable_nodes_are_a_line_each_with_what_to_check(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ def heavy(modules: set[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("command", ["", *commands()])
+@pytest.mark.slow
 def test_help_of_every_command_loads_neither_torch_nor_pulumi_kubernetes(command: str) -> None:
     modules = imported("-m", "lab.cli", *command.split(), "--help")
     assert "lab.cli" in modules

@@ -23,6 +23,7 @@ from tests.support.sshd import NOWHERE, Sshd
 
 
 @pytest.mark.parametrize("stack", ["example-gpu", "example-sweep"])
+@pytest.mark.slow
 def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: Path) -> None:
     out = tmp_path / "manifests"
     result = labctl("render", "--stack", stack, out)
@@ -58,6 +59,7 @@ def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: P
         print("kubectl is not installed: the files were checked against the schema only")
 
 
+@pytest.mark.slow
 def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: Path) -> None:
     assert_one_line_error(
         labctl("render", "--stack", "testbed", tmp_path / "new"), "skips the Kubernetes install"
@@ -70,6 +72,7 @@ def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: P
     assert (tmp_path / "used" / "mine.yaml").read_text() == "kept\n"
 
 
+@pytest.mark.slow
 def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(sshd: Sshd, tmp_path: Path) -> None:
     key = tmp_path / "key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)

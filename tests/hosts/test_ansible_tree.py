@@ -20,6 +20,7 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
 @pytest.mark.parametrize("playbook", ["site.yml", "reset.yml"])
+@pytest.mark.slow
 def test_playbooks_pass_the_syntax_check(playbook: str, tmp_path: Path) -> None:
     for stack in shipped_stacks():
         inventory = tmp_path / f"{stack}.yml"

@@ -2,25 +2,25 @@
 the roles' arguments and read back by Debian's apt and gpg; and the machines that already have a
 source of those repositories, as the install guides of Kubernetes and NVIDIA write one.
 
-The roles read and write /etc/apt; they run in a private mount namespace with a temporary directory
-bound over it, so the machine's apt is never touched (root, as CI). The repository keys cannot be
+The role's reader of the machine's sources (library/apt_sources_of.py) is called directly on each
+form a source takes, beside apt reading the same files; the plays run the roles for real. They
+read and write /etc/apt, so they run in a private mount namespace with a temporary directory bound
+over it, and the machine's apt is never touched (root, as CI). The repository keys cannot be
 fetched here: a key made for the test stands in for each, served on loopback, so what is checked is
 the form of the source and of its key, not NVIDIA's or Kubernetes' signatures (docs/validation.md).
 """
 
 from __future__ import annotations
 
-import http.server
 import os
 import re
 import subprocess
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import partial
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 import yaml
 
@@ -28,8 +28,14 @@ from lab.config import load_stack
 from lab.playbook import ANSIBLE_DIR
 from tests.hosts.local_play import run_play
 from tests.shipped import shipped_stacks
+from tests.support.gpg import USER_ID, Key, gnupg_home
+from tests.support.network import serving
+
+sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "apt_signed_source" / "library"))
+from apt_sources_of import sources_of
 
 ROLES = ANSIBLE_DIR / "roles"
+
 # Each role's repository (added through apt_signed_source), and the variables that hold its key's
 # URL and pinned fingerprint.
 KUBEADM = ("kubeadm", "packages.yml", "kubeadm_repo_key_url", "kubeadm_repo_key_fingerprint")
@@ -80,24 +86,20 @@ def _why_not() -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Published:
+    path: Path  # Release.key, in a folder of its own to serve
+    fingerprint: str
+
+
 @pytest.fixture(scope="module")
-def key(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An armored public key, as the repositories publish theirs."""
+def key(signing_key: Key, tmp_path_factory: pytest.TempPathFactory) -> Published:
+    """The test key as a file, as the repositories publish theirs."""
     if why := _why_not():
         pytest.skip(why)
-    home = tmp_path_factory.mktemp("gnupg")
-    env = {**os.environ, "GNUPGHOME": str(home)}
-    gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
-    subprocess.run([*gpg, "--quick-gen-key", "k8scifar test <test@invalid>", "ed25519", "sign", "1d"],
-                   env=env, check=True, capture_output=True)  # fmt: skip
-    exported = subprocess.run([*gpg, "--armor", "--export"], env=env, check=True, capture_output=True)
-    (home / "Release.key").write_bytes(exported.stdout)
-    return home / "Release.key"
-
-
-def _fingerprint(key: Path) -> str:
-    shown = subprocess.run(["gpg", "--with-colons", "--show-keys", str(key)], capture_output=True, text=True)
-    return next(line.split(":")[9] for line in shown.stdout.splitlines() if line.startswith("fpr:"))
+    path = tmp_path_factory.mktemp("key") / "Release.key"
+    path.write_text(signing_key.armored)
+    return Published(path, signing_key.fingerprint)
 
 
 def _task(role: str, tasks: str) -> dict[str, Any]:
@@ -109,19 +111,18 @@ def _task(role: str, tasks: str) -> dict[str, Any]:
     return {key: task[key] for key in ("name", "ansible.builtin.include_role", "vars")}
 
 
-@contextmanager
-def _published(key: Path) -> Iterator[str]:
-    """The key's URL on a web server on loopback, as its publisher serves it (the role fetches it
-    with ansible.builtin.uri, which speaks HTTP, not file://)."""
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(key.parent))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/{key.name}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def _etc_apt(work: Path, machine: dict[str, str | Path]) -> Path:
+    """A private /etc/apt holding the files in `machine` (paths under /etc/apt -> text, or a file a
+    symlink there points to)."""
+    etc_apt = work / "etc-apt"
+    for directory in ("sources.list.d", "keyrings"):
+        (etc_apt / directory).mkdir(parents=True, exist_ok=True)
+    for name, content in machine.items():
+        if isinstance(content, Path):
+            (etc_apt / name).symlink_to(content)
+        else:
+            (etc_apt / name).write_text(content)
+    return etc_apt
 
 
 def _run_repository_task(
@@ -131,20 +132,12 @@ def _run_repository_task(
     tasks: str,
     key_variable: str,
     fingerprint_variable: str,
-    key: Path,
+    key: Published,
     machine: dict[str, str | Path] | None = None,
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """The role's repository task run for real for `stack` over a private /etc/apt holding the
-    files in `machine` (paths under /etc/apt -> text, or a file a symlink there points to); that
+    """The role's repository task run for real for `stack` over `_etc_apt(work, machine)`; that
     directory, as the role left it, and ansible-playbook's result."""
-    etc_apt = work / "etc-apt"
-    for directory in ("sources.list.d", "keyrings"):
-        (etc_apt / directory).mkdir(parents=True, exist_ok=True)
-    for name, content in (machine or {}).items():
-        if isinstance(content, Path):
-            (etc_apt / name).symlink_to(content)
-        else:
-            (etc_apt / name).write_text(content)
+    etc_apt = _etc_apt(work, machine or {})
     play = yaml.safe_dump([{"name": "Add the role's repository", "hosts": "all", "gather_facts": False,
                             "vars_files": [str(ROLES / role / "defaults" / "main.yml")],
                             "tasks": [_task(role, tasks)]}], sort_keys=False)  # fmt: skip
@@ -156,12 +149,13 @@ def _run_repository_task(
     variables = {
         "lab_kubernetes_minor": load_stack(stack).kubernetes_minor,
         # The test key stands in for the publisher's, so its fingerprint stands in for the pin.
-        fingerprint_variable: _fingerprint(key),
+        fingerprint_variable: key.fingerprint,
     }
     bind = f"mount --bind {etc_apt} /etc/apt"
     prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{bind} && exec "$@"', "sh"]
-    with _published(key) as key_url:
-        variables[key_variable] = key_url
+    # The role fetches the key with ansible.builtin.uri, which speaks HTTP, not file://.
+    with serving(key.path.parent) as url:
+        variables[key_variable] = f"{url}/{key.path.name}"
         environment = {"ANSIBLE_ROLES_PATH": str(ROLES)}
         done = run_play(work / "run", play, inventory, variables, environment=environment, prefix=prefix)
     return etc_apt, done
@@ -202,8 +196,15 @@ def _labs(etc_apt: Path) -> list[str]:
     REPOSITORIES,
     ids=[f"{r[0]}-{r[1]}" for r in REPOSITORIES],
 )
+@pytest.mark.slow
 def test_the_roles_sources_are_what_apt_reads(
-    stack: str, role: str, tasks: str, key_variable: str, fingerprint_variable: str, key: Path, tmp_path: Path
+    stack: str,
+    role: str,
+    tasks: str,
+    key_variable: str,
+    fingerprint_variable: str,
+    key: Published,
+    tmp_path: Path,
 ) -> None:
     etc_apt = _add_repository(tmp_path, stack, role, tasks, key_variable, fingerprint_variable, key)
     # The lab's own file name, which no install guide or other tool writes.
@@ -221,17 +222,20 @@ def test_the_roles_sources_are_what_apt_reads(
         "" if line.strip() == "." else line.strip() for line in embedded.group(1).splitlines()
     )
     (tmp_path / "embedded.asc").write_text(armored + "\n")
-    shown = subprocess.run(
-        ["gpg", "--show-keys", str(tmp_path / "embedded.asc")], capture_output=True, text=True
-    )
-    assert shown.returncode == 0 and "k8scifar test" in shown.stdout
+    with gnupg_home(tmp_path / "gnupg") as home:
+        shown = subprocess.run(
+            ["gpg", "--homedir", str(home), "--show-keys", str(tmp_path / "embedded.asc")],
+            capture_output=True,
+            text=True,
+        )
+    assert shown.returncode == 0 and USER_ID in shown.stdout
     fetched = _apt_reads_them_all(etc_apt, tmp_path)
     assert stanza["URIs"].replace("$(ARCH)", "") in fetched.replace("amd64", "").replace("arm64", "")
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
 def test_apt_refuses_a_second_source_with_another_keyring(
-    repository: tuple[str, ...], key: Path, tmp_path: Path
+    repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
     """Why the machine's source is used as it is: two Signed-By for one repository stop every apt
     command (the lab's source is written here first, then the install guide's beside it)."""
@@ -266,38 +270,18 @@ MACHINE_SOURCES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("repository", "machine"),
-    MACHINE_SOURCES,
-    ids=[
-        "kubeadm-guide",
-        "kubeadm-deb822",
-        "nvidia-guide",
-        "nvidia-in-sources.list",
-        "nvidia-symlink",
-        "kubeadm-hash-in-options",
-    ],
-)
-def test_a_source_the_machine_has_is_used_as_it_is(
-    repository: tuple[str, ...], machine: dict[str, str | Path], key: Path, tmp_path: Path
-) -> None:
-    machine = {
-        name: (tmp_path / content) if isinstance(content, Path) else content
-        for name, content in machine.items()
-    }
-    (tmp_path / "guide.list").write_text(NVIDIA_GUIDE_LIST)
-    etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
-    assert _labs(etc_apt) == []
-    assert {name: (etc_apt / name).read_text() for name in machine} == {
-        name: content.read_text() if isinstance(content, Path) else content
-        for name, content in machine.items()
-    }
+def test_a_source_the_machine_has_is_used_as_it_is(key: Published, tmp_path: Path) -> None:
+    """The reader's answer as the role acts on it: the install guide's source stays, the lab adds none."""
+    name, text = GUIDES[KUBEADM]
+    etc_apt = _add_repository(tmp_path, KUBEADM_STACK, *KUBEADM, key, {name: text})
+    assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text
     _apt_reads_them_all(etc_apt, tmp_path)
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+@pytest.mark.slow
 def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
-    repository: tuple[str, ...], key: Path, tmp_path: Path
+    repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
     """A lab source from an earlier run, then the install guide followed by hand: the next run
     leaves the machine's source alone and removes the lab's, so apt works again."""
@@ -323,10 +307,51 @@ NOT_SOURCES = [
 ]
 
 
+def _render(text: str, variables: dict[str, Any]) -> str:
+    """`text` as Ansible templates it, following variables that name other variables."""
+    while "{{" in text:
+        text = jinja2.Template(text).render(variables)
+    return text
+
+
+def _reader_arguments(repository: tuple[str, ...], etc_apt: Path) -> dict[str, Any]:
+    """What found.yml hands the reader when the role includes apt_signed_source, for `etc_apt`."""
+    role, tasks, *_ = repository
+    variables: dict[str, Any] = {"lab_kubernetes_minor": KUBEADM_MINOR}
+    for defaults in (
+        ROLES / role / "defaults" / "main.yml",
+        ROLES / "apt_signed_source" / "defaults" / "main.yml",
+    ):
+        variables |= yaml.safe_load(defaults.read_text())
+    variables |= _task(role, tasks)["vars"]
+    found = yaml.safe_load((ROLES / "apt_signed_source" / "tasks" / "found.yml").read_text())
+    (arguments,) = [task["apt_sources_of"] for task in found if "apt_sources_of" in task]
+    return {
+        **{name: _render(value, variables) for name, value in arguments.items()},
+        "sources_list": etc_apt / "sources.list",
+        "sources_dir": etc_apt / "sources.list.d",
+    }
+
+
+def _in_tmp(machine: dict[str, str | Path], tmp_path: Path) -> dict[str, str | Path]:
+    """`machine` with each symlink's target made in `tmp_path`."""
+    (tmp_path / "guide.list").write_text(NVIDIA_GUIDE_LIST)
+    return {name: tmp_path / c if isinstance(c, Path) else c for name, c in machine.items()}
+
+
+READS = [(*case, True) for case in MACHINE_SOURCES] + [(*case, False) for case in NOT_SOURCES]
+
+
 @pytest.mark.parametrize(
-    ("repository", "machine"),
-    NOT_SOURCES,
+    ("repository", "machine", "theirs"),
+    READS,
     ids=[
+        "kubeadm-guide",
+        "kubeadm-deb822",
+        "nvidia-guide",
+        "nvidia-in-sources.list",
+        "nvidia-symlink",
+        "kubeadm-hash-in-options",
         "kubeadm-commented",
         "kubeadm-backup",
         "kubeadm-other-minor",
@@ -335,17 +360,42 @@ NOT_SOURCES = [
         "kubeadm-editor-backup",
     ],
 )
-def test_what_apt_does_not_read_as_that_repository_gets_the_lab_s_source(
-    repository: tuple[str, ...], machine: dict[str, str], key: Path, tmp_path: Path
+def test_the_reader_finds_the_machine_s_source_where_apt_does(
+    repository: tuple[str, ...], machine: dict[str, str | Path], theirs: bool, tmp_path: Path
 ) -> None:
-    etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
-    assert len(_labs(etc_apt)) == 1
-    _apt_reads_them_all(etc_apt, tmp_path)
+    """The reader takes a file for a source of the repository exactly when apt, reading the same
+    files, would fetch from that repository."""
+    etc_apt = _etc_apt(tmp_path, _in_tmp(machine, tmp_path))
+    arguments = _reader_arguments(repository, etc_apt)
+    found = sources_of(**arguments)
+    assert (bool(found["machine"]), found["binary"], found["earlier"]) == (theirs, theirs, []), found
+    assert (arguments["match"] in _apt_reads_them_all(etc_apt, tmp_path)) == theirs
+
+
+def test_the_reader_leaves_out_the_lab_s_files_and_sees_source_packages(
+    signing_key: Key, tmp_path: Path
+) -> None:
+    """The lab's own file is never the machine's; the lab's file of an earlier release (the key
+    inline) is told apart; a source of source packages only is the machine's but offers none."""
+    inline = "".join(f" {line or '.'}\n" for line in signing_key.armored.splitlines())
+    lab = DEB822_KUBEADM.replace("Signed-By: /etc/apt/keyrings/kubernetes-apt-keyring.gpg\n", "Signed-By:\n")
+    name, text = GUIDES[KUBEADM]
+    arguments = _reader_arguments(KUBEADM, _etc_apt(tmp_path, {}))
+    own, earlier = (f"sources.list.d/{arguments[n]}" for n in ("own", "earlier"))
+    etc_apt = _etc_apt(tmp_path, {own: lab + inline, earlier: lab + inline})
+    assert sources_of(**arguments) == {"machine": [], "binary": False, "earlier": [str(etc_apt / earlier)]}
+    (etc_apt / name).write_text(text.replace("deb ", "deb-src ", 1))
+    assert sources_of(**arguments) == {
+        "machine": [str(etc_apt / name)],
+        "binary": False,
+        "earlier": [str(etc_apt / earlier)],
+    }
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+@pytest.mark.slow
 def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
-    repository: tuple[str, ...], key: Path, tmp_path: Path
+    repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
     role, _, *variables = repository
     first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
@@ -357,8 +407,9 @@ def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
+@pytest.mark.slow
 def test_a_second_run_keeps_the_lab_s_own_source(
-    repository: tuple[str, ...], key: Path, tmp_path: Path
+    repository: tuple[str, ...], key: Published, tmp_path: Path
 ) -> None:
     """The lab's file is never taken for the machine's (which would drop it every other run)."""
     first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
@@ -371,7 +422,8 @@ def test_a_second_run_keeps_the_lab_s_own_source(
 
 
 @pytest.mark.parametrize("tasks", ["packages.yml", "reset.yml"])
-def test_the_source_an_earlier_release_wrote_is_the_lab_s(tasks: str, key: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_the_source_an_earlier_release_wrote_is_the_lab_s(tasks: str, key: Published, tmp_path: Path) -> None:
     """Earlier releases named the lab's file after the repository alone (kubernetes.sources), with
     the key inline: install replaces it with the lab's file of today, and reset removes it."""
     first = _add_repository(tmp_path / "first", KUBEADM_STACK, *KUBEADM, key)
@@ -383,7 +435,7 @@ def test_the_source_an_earlier_release_wrote_is_the_lab_s(tasks: str, key: Path,
     )
 
 
-def test_a_source_for_source_packages_only_stops_the_play_naming_it(key: Path, tmp_path: Path) -> None:
+def test_a_source_for_source_packages_only_stops_the_play_naming_it(key: Published, tmp_path: Path) -> None:
     """apt refuses a second Signed-By beside a deb-src entry too, and a deb-src entry installs nothing."""
     name, text = GUIDES[KUBEADM]
     etc_apt, done = _run_repository_task(
@@ -395,3 +447,15 @@ def test_a_source_for_source_packages_only_stops_the_play_naming_it(key: Path, t
         in done.stdout
     )
     assert _labs(etc_apt) == []
+
+
+def test_the_reader_loads_without_ansible() -> None:
+    """Importing ansible.module_utils.basic patches sys.intern for the whole process, which torch's
+    compiler then refuses: the reader the tests import must not bring it in."""
+    probe = (
+        "import sys; import apt_sources_of; "
+        "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] == 'ansible') or None)"
+    )
+    library = ROLES / "apt_signed_source" / "library"
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(library)})
+    assert done.returncode == 0

@@ -158,6 +158,7 @@ needs_root = pytest.mark.skipif(
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_keeps_the_rules_another_tool_had(tmp_path: Path) -> None:
     left = _rules_reset(tmp_path, OWNERS, WITH_THE_CLUSTER)
     assert [line for line in left if "KUBE-" in line or "FLANNEL" in line] == []
@@ -168,6 +169,7 @@ def test_reset_keeps_the_rules_another_tool_had(tmp_path: Path) -> None:
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_keeps_the_rules_another_tool_made_while_the_lab_ran(tmp_path: Path) -> None:
     """podman's network came after the install: its chains, its port forward through the portmap
     chains it shares with the cluster, and the owner's rule that mentions KUBE- all stay."""
@@ -193,6 +195,7 @@ def test_reset_keeps_the_rules_another_tool_made_while_the_lab_ran(tmp_path: Pat
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_removes_the_portmap_chains_when_only_the_cluster_used_them(tmp_path: Path) -> None:
     left = _rules_reset(tmp_path, PLAIN, _nat(CLUSTER_NAT_CHAINS, CLUSTER_NAT_RULES))
     assert left == PLAIN.splitlines()
@@ -285,6 +288,7 @@ def _links(tmp_path: Path) -> list[str]:
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_unmounts_what_pods_mounted_and_leaves_the_owners(tmp_path: Path) -> None:
     """Every mount below the cluster's directories goes, tmpfs, overlay, NFS, stacked and busy ones
     and one with a space in its path included; a sibling directory's and the owner's stay."""
@@ -296,6 +300,7 @@ def test_reset_unmounts_what_pods_mounted_and_leaves_the_owners(tmp_path: Path) 
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_removes_dead_pod_namespaces_and_leaves_live_ones(tmp_path: Path) -> None:
     _in_namespaces(tmp_path)
     assert (tmp_path / "netns-after").read_text().split() == ["cni-alive"]
@@ -303,6 +308,7 @@ def test_reset_removes_dead_pod_namespaces_and_leaves_live_ones(tmp_path: Path) 
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_deletes_the_cluster_network_links(tmp_path: Path) -> None:
     _in_namespaces(tmp_path, cni0_address="10.42.0.1/24")
     links = _links(tmp_path)
@@ -311,6 +317,7 @@ def test_reset_deletes_the_cluster_network_links(tmp_path: Path) -> None:
 
 
 @needs_root
+@pytest.mark.slow
 def test_reset_leaves_a_cni0_of_another_network(tmp_path: Path) -> None:
     """The CNI bridge plugin's default bridge name is cni0 for any network that names none."""
     _in_namespaces(tmp_path, cni0_address="10.88.0.1/16")

@@ -51,6 +51,7 @@ def _firewall(tmp_path: Path, state: str, run: str) -> list[str]:
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="the role records the rules in a root-owned file; CI runs as root"
 )
+@pytest.mark.slow
 def test_reset_closes_only_the_ports_the_lab_opened(tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     (tmp_path / "rules").write_text(OWNERS_RULE + "\n")

@@ -24,6 +24,7 @@ from lab.playbook import (
     stop_playbook,
 )
 from tests.hosts.conftest import local_inventory
+from tests.support.processes import mentioning
 from tests.support.sshd import SERVER, Sshd
 
 TOKEN = "abcdef.0123456789abcdef"
@@ -48,6 +49,7 @@ def _files_containing(root: Path, needles: list[str]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_a_run_reports_counts_and_set_stats_and_converges(
     ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -80,6 +82,7 @@ def test_a_run_reports_counts_and_set_stats_and_converges(
     assert capfd.readouterr().err == Path(third.log).read_text(), "--verbose shows the whole log"
 
 
+@pytest.mark.slow
 def test_secrets_stay_out_of_the_artifacts(
     ansible_dir: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,26 +97,13 @@ def test_secrets_stay_out_of_the_artifacts(
     assert not list(work.glob("secrets-*")), "the secret variables file outlived the run"
 
 
+@pytest.mark.slow
 def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """The check above can fail: a token passed as a plain extra variable lands in the artifacts."""
     work = tmp_path / "work"
     leaky = {"lab_stack": "demo", "lab_k3s_agent_token": TOKEN}
     _site(ansible_dir, target, work, ["node-a"], quiet=True, secret_vars=None, extravars=leaky)
     assert any(TOKEN in hit for hit in _files_containing(work, SECRET_MARKERS))
-
-
-def _processes(mentioning: str) -> dict[int, int]:
-    """pid to parent pid of every process whose command line mentions `mentioning`."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue
-        if mentioning.encode() in cmdline:
-            found[int(stat.parent.name)] = parent
-    return found
 
 
 def test_a_killed_run_leaves_no_secret(
@@ -144,11 +134,11 @@ def test_a_killed_run_leaves_no_secret(
         time.sleep(0.2)
     live = [p.name for p in work.glob(f"{SECRETS_PREFIX}*")]
     assert len(live) == 1 and live != [stale.name], f"expected only the live run's secrets, found {live}"
-    (process,) = [pid for pid, parent in _processes(PROCESS_MODULE).items() if parent == os.getpid()]
+    (process,) = [pid for pid, parent in mentioning(PROCESS_MODULE).items() if parent == os.getpid()]
     os.kill(process, signal.SIGKILL)
     run.join(timeout=60)
     assert not run.is_alive()
-    assert _processes(str(work)) == {}, "ansible-playbook outlived the killed run"
+    assert mentioning(str(work)) == {}, "ansible-playbook outlived the killed run"
     assert "killed by SIGKILL" in str(failure[0])
     assert (target / "node-a.token").read_text() == TOKEN, "the run was killed before it used the token"
     assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
@@ -190,7 +180,7 @@ def _operator_run(ansible_dir: Path, target: Path, tmp_path: Path, work: Path) -
 
 def _working_in(work: Path) -> list[int]:
     """Processes of a run in `work`: the playbook process runs there, ansible-playbook names it."""
-    found = list(_processes(str(work)))
+    found = list(mentioning(str(work)))
     for cwd in Path("/proc").glob("[0-9]*/cwd"):
         try:
             if cwd.resolve() == work.resolve():
@@ -207,6 +197,7 @@ def _wait_until_gone(work: Path, timeout: float) -> list[int]:
     return left
 
 
+@pytest.mark.slow
 def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """SIGTERM to the operator's whole process group (a `kill`, a shutdown) half-way through a run:
     the run is cancelled and, with no process left to do it later, every secret is gone."""
@@ -220,6 +211,7 @@ def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
+@pytest.mark.slow
 def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """SIGKILL to the operator's whole process group half-way: nothing can clean up then, so the
     next run does, before it starts: the secrets file goes and the orphaned ansible-playbook,
@@ -229,11 +221,12 @@ def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path,
     os.killpg(operator.pid, signal.SIGKILL)
     operator.wait(timeout=60)
     _site(ansible_dir, target, work, ["node-a"], quiet=True)
-    assert _processes(str(work)) == {}, "the orphaned ansible-playbook of the killed run still runs"
+    assert mentioning(str(work)) == {}, "the orphaned ansible-playbook of the killed run still runs"
     assert list(work.glob(f"{SECRETS_PREFIX}*")) == []
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
+@pytest.mark.slow
 def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     with pytest.raises(PlaybookError) as caught:
         run_playbook(
@@ -250,6 +243,7 @@ def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: P
     assert [f.host for f in caught.value.failures] == ["node-a"]
 
 
+@pytest.mark.slow
 def test_a_failure_is_shown_in_full_and_the_play_it_stopped_is_not_called_ok(
     ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -295,6 +289,7 @@ def _ssh_masters() -> set[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_run_over_ssh_leaves_no_connection_behind(
     ansible_dir: Path, target: Path, tmp_path: Path, sshd: Sshd
 ) -> None:
@@ -316,6 +311,7 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     assert not control_dir(work).exists()
 
 
+@pytest.mark.slow
 def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """Processes that are no part of a run but name the run's inventory or its ssh control folder on
     their command lines (anyone can start one) outlive the run's clean-up, before and after it."""

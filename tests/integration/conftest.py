@@ -20,6 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in item.nodeid:
             item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)  # each boots or drives the test machines
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 from lab.config import load_stack, read_stack_values, stack_file
 from tests.program.harness import ProgramRun, cluster_stacks, env_of, pod_spec, recorded, run_program
 from tests.program.test_cluster_consistency import component
-from trainer import distributed, launch
+from trainer import launch
 from trainer.cli import _parser
 
 TRAINER_PREFIX = ["python", "-m", "trainer"]
@@ -78,6 +78,8 @@ def test_a_command_the_trainer_does_not_know_is_refused() -> None:
 
 @pytest.mark.parametrize("stack", cluster_stacks())
 def test_each_rank_finds_its_place(stack: str) -> None:
+    from trainer import distributed  # imports torch: here, so collecting tests/program does not
+
     lab = load_stack(stack)
     run = recorded(stack)
     for ordinal in range(lab.world.pods):
@@ -97,6 +99,8 @@ def test_each_rank_finds_its_place(stack: str) -> None:
 
 
 def test_ranks_on_clusters_without_the_pod_index_label_use_their_name() -> None:
+    from trainer import distributed  # imports torch: here, so collecting tests/program does not
+
     values = read_stack_values(stack_file("example-cpu"))
     run = run_program("example-cpu", {**values, "kubernetesVersion": "1.27.16"})
     env = rank_environment(run, 1, "cpu-b")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -36,13 +35,6 @@ CLONE_NEWNET = 0x40000000  # <linux/sched.h>
 class Sshd:
     port: int
     key: Path
-
-
-def free_port() -> int:
-    """A port free on this network namespace's loopback (the nodes' namespace inside a test)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _setns(path: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,16 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.network import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 # Small and fast: 1536 images in 12 steps of 128 per epoch, an 8-channel net, no test-time augmentation.
 SMALL = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "3"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -92,20 +87,6 @@ def strict_json(text: str) -> Any:
 
 def read_json(path: Path) -> Any:
     return strict_json(path.read_text())
-
-
-def children(pid: int) -> list[int]:
-    """Process ids whose parent is `pid`, from /proc (no procps needed)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # The command name in parentheses may hold spaces: the fields after its ')' are fixed.
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return sorted(found)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -75,6 +75,7 @@ def _pointer_is_sound(folder: Path) -> bool:
     return hashlib.sha256(data).hexdigest() == pointer["sha256"]
 
 
+@pytest.mark.slow
 def test_kill_9_during_checkpoint_writes_never_leaves_a_broken_latest(tmp_path: Path) -> None:
     """A writer saving 8 MB checkpoints back to back is killed at varied moments, several times."""
     for attempt in range(4):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.conftest import SMALL, free_port, run, trainer
+from tests.support.network import free_port
+from tests.trainer.conftest import SMALL, run, trainer
 from trainer.distributed import JobEnvironmentError, apply_socket_interfaces, timeout_seconds, topology
 
 
@@ -89,6 +90,7 @@ def _train_as(dataset: Path, runs: Path, **variables: str) -> subprocess.Complet
     return run(trainer("train", "--data", dataset, "--runs", runs, "--run-name", "rank", *SMALL), **variables)
 
 
+@pytest.mark.slow
 def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp_path: Path) -> None:
     port = free_port()  # nobody listens here: rank 0 never started
     began = time.monotonic()
@@ -107,6 +109,7 @@ def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp
     assert time.monotonic() - began < 60, "the short collective timeout applies to the rendezvous"
 
 
+@pytest.mark.slow
 def test_an_unresolvable_master_address_is_named(dataset: Path, tmp_path: Path) -> None:
     result = _train_as(
         dataset,
@@ -121,6 +124,7 @@ def test_an_unresolvable_master_address_is_named(dataset: Path, tmp_path: Path) 
     assert "MASTER_ADDR 'no-such-host.invalid' (no-such-host.invalid:29500) does not resolve" in result.stderr
 
 
+@pytest.mark.slow
 def test_rank_at_or_above_world_size_fails_before_any_output(dataset: Path, tmp_path: Path) -> None:
     result = _train_as(
         dataset, tmp_path, WORLD_SIZE="2", RANK="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500"

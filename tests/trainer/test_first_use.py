@@ -13,6 +13,7 @@ from trainer import contract, lifecycle, plots, train
 from trainer.loader import few_steps_warning
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_reported_complete_and_a_batch_too_big_for_the_data_warns(
     dataset: Path, tmp_path: Path
 ) -> None:
@@ -42,6 +43,7 @@ def test_the_few_steps_warning_starts_below_ten_steps_an_epoch() -> None:
     assert "use --batch-size 4 or less" in (few_steps_warning(40, 32) or "")
 
 
+@pytest.mark.slow
 def test_one_failing_rank_under_torchrun_is_one_line_and_torchruns_root_cause(
     dataset: Path, tmp_path: Path
 ) -> None:

@@ -72,6 +72,7 @@ def test_alternating_flips_show_every_image_both_ways_across_two_epochs() -> Non
     )
 
 
+@pytest.mark.slow
 def test_the_loader_mirrors_by_the_alternating_plan() -> None:
     """Two epochs' batches, translations undone by comparing the centre, hold each image once mirrored."""
     seen: dict[int, set[bool]] = {}

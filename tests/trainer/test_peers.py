@@ -8,7 +8,10 @@ import json
 import pickle
 from pathlib import Path
 
-from tests.trainer.conftest import ROOT, TORCHRUN, free_port, run, strict_json
+import pytest
+
+from tests.support.network import free_port
+from tests.trainer.conftest import ROOT, TORCHRUN, run, strict_json
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "2"]
 
@@ -34,6 +37,7 @@ def _torchrun_script(script: Path, *args: str | Path) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_ranks_train_resume_and_find_a_run_complete_without_unpickling(dataset: Path, tmp_path: Path) -> None:
     """Every exchange of a run: whether rank 0 found it complete (and its accuracy), the device
     names, the checkpoint to resume; each as the trainer's own tensors."""
@@ -125,6 +129,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.slow
 def test_a_forged_peers_pickle_is_refused_as_data_and_never_loaded(tmp_path: Path) -> None:
     marker = tmp_path / "unpickled"
     payload = pickle.dumps(_Payload(marker))

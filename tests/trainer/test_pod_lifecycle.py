@@ -26,8 +26,10 @@ import pytest
 from lab.cluster import training
 from lab.cluster.pods import GRACE_PERIOD_SECONDS, REQUIRE_CIFAR10
 from lab.config import load_stack
+from tests.support.network import free_port
+from tests.support.processes import children
 from tests.trainer.apiserver import Recorder, recording_server
-from tests.trainer.conftest import SMALL, children, free_port, read_json, start, wait_for
+from tests.trainer.conftest import SMALL, read_json, start, wait_for
 from tests.trainer.test_handoff import TOKEN, service_account
 from trainer import readiness
 
@@ -83,6 +85,7 @@ def probe(ready: Path) -> int:
     return done.returncode
 
 
+@pytest.mark.slow
 def test_ranks_turn_ready_when_the_group_trains_and_rank_0_hands_the_gpus_back(
     dataset: Path, tmp_path: Path, server: Recorder, processes: list
 ) -> None:

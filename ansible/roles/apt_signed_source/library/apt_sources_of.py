@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-from ansible.module_utils.basic import AnsibleModule
+from typing import Any
 
 INLINE_KEY = "BEGIN PGP PUBLIC KEY BLOCK"
 FILE_NAME = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]*\.(list|sources)")
@@ -80,7 +79,30 @@ def _entries(path: Path) -> list[tuple[str, str, str]]:
     return _deb822_entries(text) if path.suffix == ".sources" else _one_line_entries(text)
 
 
+def sources_of(match: str, sources_list: Path, sources_dir: Path, own: str, earlier: str) -> dict[str, Any]:
+    """The answer above for the repository `match` names, from the files apt would read."""
+    files = [sources_list] if sources_list.is_file() else []
+    if sources_dir.is_dir():
+        files += sorted(p for p in sources_dir.iterdir() if FILE_NAME.fullmatch(p.name) and p.is_file())
+    found: dict[str, Any] = {"machine": [], "binary": False, "earlier": []}
+    for path in files:
+        named = [e for e in _entries(path) if match in e[1] and e[0] in ("deb", "deb-src")]
+        if path.name == own or not named:
+            continue
+        if path.name == earlier and all(INLINE_KEY in e[2] for e in named):
+            found["earlier"].append(str(path))
+            continue
+        found["machine"].append(str(path))
+        found["binary"] = found["binary"] or any(e[0] == "deb" for e in named)
+    return found
+
+
 def main() -> None:
+    # Imported here, not above: importing it patches sys.intern for the whole process, and the
+    # tests call sources_of in a process that also runs torch (whose compiler refuses the patch).
+    # Ansible finds a module's module_utils imports wherever they are in the file.
+    from ansible.module_utils.basic import AnsibleModule
+
     module = AnsibleModule(
         argument_spec={
             "match": {"type": "str", "required": True},
@@ -91,24 +113,17 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    match = module.params["match"]
-    if not match:
+    params = module.params
+    if not params["match"]:
         module.fail_json(msg="match must name the repository")
-    sources_list, sources_dir = Path(module.params["sources_list"]), Path(module.params["sources_dir"])
-    files = [sources_list] if sources_list.is_file() else []
-    if sources_dir.is_dir():
-        files += sorted(p for p in sources_dir.iterdir() if FILE_NAME.fullmatch(p.name) and p.is_file())
-    machine, binary, earlier = [], False, []
-    for path in files:
-        named = [e for e in _entries(path) if match in e[1] and e[0] in ("deb", "deb-src")]
-        if path.name == module.params["own"] or not named:
-            continue
-        if path.name == module.params["earlier"] and all(INLINE_KEY in e[2] for e in named):
-            earlier.append(str(path))
-            continue
-        machine.append(str(path))
-        binary = binary or any(e[0] == "deb" for e in named)
-    module.exit_json(changed=False, machine=machine, binary=binary, earlier=earlier)
+    found = sources_of(
+        params["match"],
+        Path(params["sources_list"]),
+        Path(params["sources_dir"]),
+        params["own"],
+        params["earlier"],
+    )
+    module.exit_json(changed=False, **found)
 
 
 if __name__ == "__main__":
