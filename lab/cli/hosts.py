@@ -108,7 +108,8 @@ def _told_above(log: Path, log_copy: Path | None = None) -> Iterator[None]:
     except PlaybookError as err:
         if not err.failures:
             raise  # it ended before any task failed: its message is all there is
-        hosts = ", ".join(dict.fromkeys(f.host for f in err.failures))
+        # Sorted: Ansible reports hosts in the order they fail, which varies from run to run.
+        hosts = ", ".join(sorted({f.host for f in err.failures}))
         why = "could not be reached" if all(f.unreachable for f in err.failures) else "failed"
         raise CliError(
             f"{err.playbook} stopped: {hosts} {why}, as said above; every task's line is in {kept}"
