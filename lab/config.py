@@ -323,8 +323,9 @@ class Nfs(_Model):
     export_path: str = Field(
         default="/srv/k8scifar",
         description="Directory to export, which the lab creates (it refuses one that exists and it did"
-        " not make), reached through no symbolic link or world-writable directory; its datasets/ and"
-        " runs/ are trainer.uid's and purgeOnDestroy deletes what the lab made. Absolute, at least"
+        " not make), reached through no symbolic link and no directory anyone but root may write;"
+        " its datasets/ and runs/ are trainer.uid's and purgeOnDestroy deletes what the lab made."
+        " Absolute, at least"
         " two levels deep, of letters, digits and `.` `_` `-` only; not inside a system directory"
         " (/etc, /usr, /var, /root, /boot, ...) and not a home or mount point itself (/home/NAME,"
         " /mnt/NAME).",

@@ -55,6 +55,8 @@ PLAYBOOK_PID = "playbook_pid"
 # other: a command line that mentions the work directory proves nothing (anyone can write one).
 RUN_MARK = "K8SCIFAR_PLAYBOOK_RUN"
 MARK_FILE = ".run-mark"
+# Readings of /proc for a dead run's processes, at most: each catches what forked during the last.
+STRAGGLER_PASSES = 20
 # Environment variables the playbook process keeps: what ansible-playbook and ssh need (home,
 # locale, the SSH agent's socket), nothing that authenticates anyone.
 KEPT_ENVIRONMENT = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
@@ -295,8 +297,14 @@ def _kill_stragglers(workdir: Path) -> None:
     run's variables, the secret ones included. The process calling this is spared.
     """
     wanted = _run_mark(workdir)
-    if wanted is not None:
-        _signal_own(signal.SIGKILL, lambda proc: wanted in (proc / "environ").read_bytes().split(b"\0"))
+    if wanted is None:
+        return
+    # A process can fork while /proc is read, its child listed after the reading passed it:
+    # read again until a pass finds none (a pass after the last fork finds its children).
+    for _ in range(STRAGGLER_PASSES):
+        if not _kill_own(lambda proc: wanted in (proc / "environ").read_bytes().split(b"\0")):
+            return
+        time.sleep(0.05)
 
 
 def _run_mark(workdir: Path) -> bytes | None:
@@ -341,17 +349,19 @@ def close_connections(workdir: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _signal_own(sig: signal.Signals, chosen: Callable[[Path], bool]) -> None:
-    """Send `sig` to every process of this user but the caller whose /proc folder is `chosen`."""
-    me, uid = os.getpid(), os.geteuid()
+def _kill_own(chosen: Callable[[Path], bool]) -> int:
+    """SIGKILL every process of this user but the caller whose /proc folder is `chosen`; how many."""
+    me, uid, killed = os.getpid(), os.geteuid(), 0
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             if int(proc.name) == me or proc.stat().st_uid != uid:
                 continue
             if chosen(proc):
-                os.kill(int(proc.name), sig)
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
         except (OSError, ProcessLookupError):
             continue
+    return killed
 
 
 def stop_playbook(leader: int | None, workdir: Path) -> None:
