@@ -28,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer import distributed, train  # noqa: E402
+from trainer import distributed, run_state, train  # noqa: E402
 from trainer.config import resolve  # noqa: E402
 from trainer.contract import GENERATED  # noqa: E402
 from trainer.data import Split  # noqa: E402
@@ -49,7 +49,7 @@ def _run(folder: Path, images: int, batch: int) -> train.Run:
         "accumulate": 1, "compression": "none", "epochs": 100, "sync_batchnorm": False,
     }  # fmt: skip
     config = resolve(flags, images, 1000, GENERATED)
-    where = train.RunOptions(folder, "nccl", 60, 2, 0.94, "exit", epoch_eval=False)
+    where = run_state.RunOptions(folder, "nccl", 60, 2, 0.94, "exit", epoch_eval=False)
     place = distributed.Topology(0, 1, 0, "127.0.0.1", 0)
     run = train.Run(config, where, place, (_split(images, 0), _split(1000, 1)))
     run.folder.prepare(fresh=True)
@@ -110,7 +110,7 @@ def _epoch_seconds(run: train.Run, epochs: int) -> list[float]:
     seconds = []
     for _ in range(epochs):
         epoch = run.progress.epoch
-        run.train_epoch(epoch, train.StopSignal())
+        run.train_epoch(epoch, run_state.StopSignal())
         seconds.append(run.progress.history[-1]["epoch_seconds"])
     run.writer.wait()
     return seconds
