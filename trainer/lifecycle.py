@@ -134,12 +134,25 @@ def _train(run: Run, stop: StopSignal, start: Start) -> dict[str, Any] | None:
     except Stopped:
         print(f"SIGTERM: emergency checkpoint written at step {run.progress.step}; exiting", flush=True)
     except BaseException as err:
-        # The status must not hide the error: a folder that failed before fails this write too.
-        with contextlib.suppress(OSError):
-            run.report_status("failed", error=f"{type(err).__name__}: {err}")
+        _record_failure(run, err)
         raise
     finally:
         distributed.leave(finished=done is not None)
         if run.where.ready_file and done is None:
             readiness.clear(run.where.ready_file)
+    if done is not None:
+        # Only once the group is left: the peers wait at the final barrier no longer than the
+        # collective timeout, and rank 0's first plot can take longer (matplotlib builds its font
+        # cache on a new machine).
+        try:
+            run.publish(done)
+        except BaseException as err:
+            _record_failure(run, err)
+            raise
     return done
+
+
+def _record_failure(run: Run, err: BaseException) -> None:
+    # The status must not hide the error: a folder that failed before fails this write too.
+    with contextlib.suppress(OSError):
+        run.report_status("failed", error=f"{type(err).__name__}: {err}")

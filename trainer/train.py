@@ -198,7 +198,7 @@ class Run:
         final_loss, final_acc = self.numerics.evaluate(self.test, self.config.tta, self.recipe.eval_batch)
         check_finite("the final evaluation", self.config.lr, self.place.rank, test=final_loss)
         self.progress.eval_seconds += time.monotonic() - began
-        return self.finish(final_loss, final_acc)
+        return self.summarise(final_loss, final_acc)
 
     def train_epoch(self, epoch: int, stop: StopSignal) -> None:
         """The step loop (nothing in it waits for the device), then the epoch's figures."""
@@ -306,7 +306,8 @@ class Run:
             },
         )
 
-    def finish(self, final_loss: float, final_acc: float) -> dict[str, Any]:
+    def summarise(self, final_loss: float, final_acc: float) -> dict[str, Any]:
+        """The run's figures, the same on every rank; `publish` writes them."""
         p = self.progress
         accuracies = [line["test_acc"] for line in p.history if "test_acc" in line] + [final_acc]
         if p.seconds_to_target is None and final_acc >= self.where.target_accuracy:
@@ -332,7 +333,12 @@ class Run:
             "torch_version": torch.__version__,
             "restarts": p.restarts,
         }
+        return summary
+
+    def publish(self, summary: dict[str, Any]) -> None:
+        """Rank 0's summary, curves, final status and last line; nothing on the other ranks."""
         if self.is_rank0:
+            p, final_acc = self.progress, summary["final_test_acc"]
             self.folder.write_summary(summary)
             labels = plots.RunLabels(
                 self.folder.path.name,
@@ -346,11 +352,10 @@ class Run:
             self.report_status("complete", best_test_acc=summary["best_test_acc"], final_test_acc=final_acc)
             print(
                 f"done: test accuracy {100 * final_acc:.2f}% (best {100 * summary['best_test_acc']:.2f}%)"
-                f" on {self.config.trained_on}, loss {final_loss:.4f}, {p.train_seconds:.1f} s of training"
-                f" on {self.place.world_size} rank(s)",
+                f" on {self.config.trained_on}, loss {summary['final_test_loss']:.4f},"
+                f" {p.train_seconds:.1f} s of training on {self.place.world_size} rank(s)",
                 flush=True,
             )
-        return summary
 
 
 def _test_losses(line: dict[str, Any]) -> dict[str, float]:

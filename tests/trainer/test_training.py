@@ -12,6 +12,7 @@ import torch
 
 from tests.support.processes import children
 from tests.trainer.conftest import (
+    ROOT,
     SMALL,
     epochs_logged,
     read_json,
@@ -32,6 +33,36 @@ def _metrics(run_dir: Path) -> list[dict]:
 def _final(run_dir: Path) -> tuple[float, float]:
     summary = read_json(run_dir / "summary.json")
     return summary["final_test_acc"], summary["final_test_loss"]
+
+
+# Rank 0's curves made slower than the collective timeout below, in the real worker processes.
+SLOW_CURVES = """
+import time
+from trainer import plots
+_curves = plots.curves
+def curves(*args, **kwargs):
+    time.sleep(25)
+    return _curves(*args, **kwargs)
+plots.curves = curves
+"""
+
+
+@pytest.mark.slow
+def test_a_slow_rank_0_write_holds_no_peer_at_the_final_barrier(dataset: Path, tmp_path: Path) -> None:
+    """Rank 0 writes its summary and plots after the ranks have left the group: on a new machine
+    matplotlib's first import (its font cache) can outlast the collective timeout that the other
+    ranks would otherwise spend waiting for rank 0 at the final barrier."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SLOW_CURVES)
+    flags = [*SMALL, "--epochs", "1", "--timeout-seconds", "15"]
+    result = run(
+        torchrun(2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "slow", *flags),
+        PYTHONPATH=f"{hooks}:{ROOT}",
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert read_json(tmp_path / "slow" / "status.json")["state"] == "complete"
+    assert (tmp_path / "slow" / "curves.png").is_file()
 
 
 @pytest.mark.slow
