@@ -34,8 +34,8 @@ ALLOWED = {
     ("lab/cli/runsource.py", contract.RUNS_MOUNT),
     # "none" and "latest" meaning something else: no gang scheduler, no stack, no GPU fact, an empty cell, no
     # OpenTelemetry exporter, the status document's newest-epoch key, torch's per-image losses.
-    ("lab/config.py", contract.NO_COMPRESSION),
-    ("lab/docs.py", contract.NO_COMPRESSION),
+    ("lab/config/models.py", contract.NO_COMPRESSION),
+    ("lab/config/reference.py", contract.NO_COMPRESSION),
     ("lab/cli/preflight.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.LATEST_CHECKPOINT),

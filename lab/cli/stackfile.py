@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from lab.config import PROJECT, LabConfig
-from lab.config_fields import nested_model
+from lab.config.fields import nested_model
 
 HEADER = """\
 # Written by `labctl init`; every key is described in docs/configuration.md.

@@ -2,7 +2,7 @@
 
 The StatefulSet gives each pod a stable name and ordinal; the headless Service gives rank 0 a
 stable DNS name that every pod's torchrun rendezvouses at. Each pod is one torchrun node
-(`python -m trainer launch`) with one worker per GPU it holds (lab.world), placed by its
+(`python -m trainer launch`) with one worker per GPU it holds (lab.config.world), placed by its
 environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, PET_NPROC_PER_NODE, RANK). A pod turns Ready
 once its ranks have joined the process group and trained a step, so `pulumi up` returns when
 every rank trains; when the run is complete, rank 0 scales the StatefulSet to zero.

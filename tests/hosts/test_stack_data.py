@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel
 
 from lab.config import ConfigError, LabConfig, parse_config
-from lab.config_fields import nested_model
+from lab.config.fields import nested_model
 from lab.inventory import build_inventory
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"

@@ -21,15 +21,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 from pydantic.alias_generators import to_camel, to_snake
 
+from lab.config.world import CPU_PACK_RANKS, World, capacity, plan
 from lab.kubeconfig import API_PORT
-from lab.world import CPU_PACK_RANKS, World, capacity, plan
 from trainer import contract
 from trainer import sweep as trainer_sweep
 from trainer.hyperparameters import RULES, HyperparameterError, Rule, nearest_batch
 from trainer.hyperparameters import check as check_hyperparameter
 
 PROJECT = "k8scifar"
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 # Pulumi's own rule for a stack name (pulumi/pulumi sdk/go/common/tokens/stack_name.go,
 # ParseStackName): 1 to 100 characters, each a letter, a digit, '_', '.' or '-'. It admits `.` and
 # `..`, which name folders, not a stack's own: the lab refuses those two, so a stack's files stay
@@ -784,7 +784,7 @@ class LabConfig(_Model):
 
     @property
     def packs_by_topology(self) -> bool:
-        """Whether Kueue's topology-aware scheduling packs the ranks' pods (lab.world)."""
+        """Whether Kueue's topology-aware scheduling packs the ranks' pods (lab.config.world)."""
         return (
             self.trainer.placement is Placement.PACK
             and self.has_gpus
@@ -804,7 +804,7 @@ class LabConfig(_Model):
 
     @property
     def max_replicas(self) -> int:
-        """Ranks the lab can place: a rank needs a whole GPU on GPU labs (lab.world)."""
+        """Ranks the lab can place: a rank needs a whole GPU on GPU labs (lab.config.world)."""
         pack = self.trainer.placement is Placement.PACK
         return capacity([n.gpus for n in self.nodes], pack, self.packs_by_topology)
 

@@ -1,5 +1,5 @@
 """Walking the configuration model's fields, for what describes it to a reader: the generated
-reference (lab/docs.py) and the comments of a written stack file (lab/cli/stackfile.py)."""
+reference (lab/config/reference.py) and the comments of a written stack file (lab/cli/stackfile.py)."""
 
 from __future__ import annotations
 
