@@ -19,7 +19,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from lab.paths import ROOT
 
 # Paths relative to the repository root; the Dockerfile refers to them from the context's root.
 CONTEXT_DIRS = ("images/trainer", "trainer")

@@ -14,13 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from lab import apparmor, nvidia
 from lab.config import (
-    CLUSTER_NETWORKS,
-    EPHEMERAL_PORTS,
-    KUBELET_PORT,
-    NFS_PORT_NUMBER,
-    VXLAN_PORT,
     ConfigError,
     Distribution,
     HostKeyPolicy,
@@ -28,12 +22,20 @@ from lab.config import (
     Node,
     check_stack_name,
 )
-from lab.kubeconfig import API_PORT
+from lab.config.facts import (
+    API_PORT,
+    BUILD_PROFILE,
+    CLUSTER_NETWORKS,
+    EPHEMERAL_PORTS,
+    KUBELET_PORT,
+    MAX_COMPUTE_CAPABILITY,
+    MIN_COMPUTE_CAPABILITY,
+    MIN_DRIVER_MAJOR,
+    NFS_PORT_NUMBER,
+    VXLAN_PORT,
+)
+from lab.paths import STATE_DIR
 
-ROOT = Path(__file__).resolve().parent.parent
-# The orchestrator's state: the checkout's .lab/, or the folder K8SCIFAR_STATE_DIR names (the
-# tests point it at a temporary folder, so that they leave nothing in the checkout).
-STATE_DIR = Path(os.environ.get("K8SCIFAR_STATE_DIR") or ROOT / ".lab")
 # Where the lab keeps, on each node, its record of what it added (packages, paths, install marks):
 # reset.yml removes exactly that. `labctl doctor` reads the same marks.
 NODE_STATE_DIR = "/var/lib/k8scifar"
@@ -110,6 +112,17 @@ def cluster_network_vars(distribution: Distribution) -> dict[str, Any]:
     }
 
 
+def image_requirement_vars() -> dict[str, Any]:
+    """What the trainer image asks of a node, for the roles: the NVIDIA driver series and GPU
+    generations its CUDA build runs on (the nvidia role), the AppArmor profile its build runs
+    under (the prereq role)."""
+    return {
+        "lab_nvidia_min_driver_major": MIN_DRIVER_MAJOR,
+        "lab_nvidia_compute_capability": [MIN_COMPUTE_CAPABILITY, MAX_COMPUTE_CAPABILITY],
+        "lab_build_apparmor_profile": BUILD_PROFILE,
+    }
+
+
 def lab_vars(lab: LabConfig) -> dict[str, Any]:
     """Group variables of `all`: everything the roles need to know about the lab as a whole."""
     airgap = None
@@ -132,8 +145,7 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_trainer_host_network": lab.trainer.host_network,
         "lab_airgap": airgap,
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
-        **apparmor.role_vars(),
-        **nvidia.role_vars(),
+        **image_requirement_vars(),
         "lab_state_dir": NODE_STATE_DIR,
     }
 
@@ -205,6 +217,7 @@ __all__ = [
     "HOST_KEY_POLICY_VAR",
     "NODE_STATE_DIR",
     "build_inventory",
+    "image_requirement_vars",
     "known_hosts_file",
     "lab_vars",
     "ssh_common_args",

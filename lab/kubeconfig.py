@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-API_PORT = 6443
+from lab.config.facts import API_PORT
+
 # What the lab's copy keeps: the credentials and CA data k3s and kubeadm write, or a bearer token.
 USER_KEYS = frozenset({"client-certificate-data", "client-key-data", "token"})
 CLUSTER_KEYS = frozenset({"certificate-authority-data", "server", "tls-server-name"})

@@ -8,9 +8,9 @@ same bytes anywhere.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from lab.paths import ROOT
+
 # `labctl` and the Pulumi program: what `pip install .` brings.
 OPERATOR_LOCK = ROOT / "requirements" / "operator.lock"
 # Everything: the operator's packages, the trainer's and the test tools (scripts/setup.sh).

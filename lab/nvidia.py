@@ -11,11 +11,7 @@ build. The nvidia role and `labctl doctor` hold nodes to the same figures.
 
 from __future__ import annotations
 
-# The CUDA release of the image's wheels, which the figures below follow.
-IMAGE_CUDA = "13.0"
-MIN_DRIVER_MAJOR = 580
-MIN_COMPUTE_CAPABILITY = "7.5"
-MAX_COMPUTE_CAPABILITY = "12.0"
+from lab.config.facts import IMAGE_CUDA, MAX_COMPUTE_CAPABILITY, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_MAJOR
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -46,11 +42,3 @@ def gpu_problems(driver: str, capabilities: list[str]) -> list[str]:
                 f" to {MAX_COMPUTE_CAPABILITY}, the range the image's CUDA {IMAGE_CUDA} wheels hold"
             )
     return problems
-
-
-def role_vars() -> dict[str, object]:
-    """The same figures for the nvidia role (inventory group variables)."""
-    return {
-        "lab_nvidia_min_driver_major": MIN_DRIVER_MAJOR,
-        "lab_nvidia_compute_capability": [MIN_COMPUTE_CAPABILITY, MAX_COMPUTE_CAPABILITY],
-    }

@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-ANSIBLE_DIR = ROOT / "ansible"
+from lab.paths import ANSIBLE_DIR, ROOT
+
 # The module run as the fresh process (lab/playbook_process.py).
 PROCESS_MODULE = "lab.playbook_process"
 # The private directories that hold secret variables while a playbook runs, in the work directory.

@@ -24,8 +24,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from lab.config import PROJECT, read_stack_values, stack_file
+from lab.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "__main__.py"
 DYNAMIC_RESOURCE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
 CONFIG_VARIABLE = "PULUMI_CONFIG"

@@ -22,10 +22,10 @@ import yaml
 
 from lab.config import STACKS_DIR, ConfigError, LabConfig, Node, load_stack
 from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
+from lab.paths import ROOT
 from lab.server_cluster import has_cluster, no_cluster
 from lab.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
 
-ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "cluster"
 SUITE_TIMEOUT_S = 1200
 MARKS = {"failed": "FAIL", "error": "ERROR", "passed": "PASS", "skipped": "SKIP"}

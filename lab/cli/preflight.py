@@ -11,12 +11,18 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from lab.apparmor import BUILD_PROFILE, USERNS_SYSCTL
 from lab.cli.console import Finding, Level
 from lab.config import EPHEMERAL_PORTS, LabConfig, Node, cluster_ports
+from lab.config.facts import (
+    BUILD_PROFILE,
+    MAX_COMPUTE_CAPABILITY,
+    MIN_COMPUTE_CAPABILITY,
+    MIN_DRIVER_MAJOR,
+    USERNS_SYSCTL,
+)
 from lab.inventory import NODE_STATE_DIR
 from lab.locks import OPERATOR_LOCK, pins
-from lab.nvidia import MAX_COMPUTE_CAPABILITY, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_MAJOR, gpu_problems
+from lab.nvidia import gpu_problems
 from lab.playbook import ANSIBLE_DIR
 from lab.ssh import Remote, SshError
 

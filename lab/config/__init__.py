@@ -5,7 +5,10 @@ this object and nothing else, so a bad value is caught here, named by its key, b
 is touched. The names below are the package's face; each lives in the module of its job.
 """
 
-from lab.config.models import (
+from lab.config.checks import (
+    cluster_ports,
+)
+from lab.config.facts import (
     BUILD_NAMESPACE_SUFFIX,
     CLUSTER_NETWORKS,
     DERIVED_NAMESPACE_SUFFIXES,
@@ -19,34 +22,14 @@ from lab.config.models import (
     MONITORING_NAMESPACE_SUFFIX,
     NFS_PORT_NUMBER,
     PROJECT,
-    STACKS_DIR,
-    SWEEP_PARAMETERS,
     VXLAN_PORT,
-    Airgap,
-    Backend,
-    Compression,
-    ConfigError,
-    Distribution,
-    GangScheduler,
-    HostKeyPolicy,
+)
+from lab.config.lab_config import (
     LabConfig,
-    Model,
-    Nfs,
-    Node,
-    Observability,
-    Placement,
-    Range,
-    Registry,
-    Role,
-    Scheduling,
-    SkipStep,
-    Ssh,
-    Sweep,
-    SweepStrategy,
-    Trainer,
+)
+from lab.config.loading import (
     all_stacks,
     check_stack_name,
-    cluster_ports,
     from_pulumi,
     load_stack,
     load_yaml,
@@ -54,6 +37,37 @@ from lab.config.models import (
     read_stack_values,
     stack_file,
     stack_flags,
+)
+from lab.config.machines import (
+    Airgap,
+    Distribution,
+    HostKeyPolicy,
+    Nfs,
+    Node,
+    Registry,
+    Role,
+    SkipStep,
+    Ssh,
+)
+from lab.config.messages import (
+    ConfigError,
+)
+from lab.config.workload import (
+    SWEEP_PARAMETERS,
+    Backend,
+    Compression,
+    GangScheduler,
+    Model,
+    Observability,
+    Placement,
+    Range,
+    Scheduling,
+    Sweep,
+    SweepStrategy,
+    Trainer,
+)
+from lab.paths import (
+    STACKS_DIR,
 )
 
 __all__ = [

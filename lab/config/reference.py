@@ -21,8 +21,9 @@ from pydantic_core import PydanticUndefined
 
 from lab.config import PROJECT, SWEEP_PARAMETERS, LabConfig, Range, SkipStep
 from lab.config.fields import nested_model
+from lab.paths import ROOT
 
-TARGET = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+TARGET = ROOT / "docs" / "configuration.md"
 
 INTRO = f"""\
 # Configuration reference
