@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from lab import testbed
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import load_stack
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
 from lab.testbed import aptproxy, ddp
 from lab.testbed.layout import CACHE_ROOT
 

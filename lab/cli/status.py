@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.console import CliError, console, errors
-from lab.cli.pods import Rank, gpu_node_lines, training_ranks
-from lab.cli.runsource import runs_source
-from lab.cli.stackarg import add_stack_option, flags, load
+from lab.cli.support.console import CliError, console, errors
+from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
+from lab.cli.support.runsource import runs_source
+from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
 from trainer.contract import TRAINED_ON
 

@@ -30,18 +30,18 @@ from typing import Any
 import yaml
 
 from lab import testbed
+from lab.bootstrap.inventory import STATE_DIR
 from lab.cli import hosts
-from lab.cli.console import CliError, console
 from lab.cli.hosts import add_verbose_option
-from lab.cli.runsource import LocalRuns
-from lab.cli.signals import uninterrupted
+from lab.cli.support.console import CliError, console
+from lab.cli.support.runsource import LocalRuns
+from lab.cli.support.signals import uninterrupted
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
-from lab.inventory import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout
 from lab.testbed.machines import login_command
-from lab.validate import validate
+from lab.validation.runner import validate
 from trainer import contract
 from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lab.build_context import build_context
-from lab.cli.console import CliError, console, errors
-from lab.cli.pods import gpu_node_lines
-from lab.cli.runsource import RunsSource, runs_source
-from lab.cli.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cli.status import all_runs, progress
+from lab.cli.support.console import CliError, console, errors
+from lab.cli.support.pods import gpu_node_lines
+from lab.cli.support.runsource import RunsSource, runs_source
+from lab.cli.support.stackarg import DEFAULT_STACK, add_stack_option, flags, load
+from lab.cluster.build_context import build_context
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
 # worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.

@@ -1,6 +1,6 @@
 """The trainer image, built inside the cluster by rootless BuildKit: no Docker on the operator's machine.
 
-The build context (`lab.build_context`) travels in a ConfigMap; an init container unpacks it and
+The build context (`lab.cluster.build_context`) travels in a ConfigMap; an init container unpacks it and
 `buildctl-daemonless.sh` builds `images/trainer/Dockerfile` and pushes to the private registry.
 The ConfigMap and the Job are named after the context's content hash, which is also the image
 tag: an unchanged tree declares the same objects (nothing is built again), a changed one
@@ -28,8 +28,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.build_context import DOCKERFILE, BuildContext
 from lab.cluster import digest_record
+from lab.cluster.build_context import DOCKERFILE, BuildContext
 from lab.cluster.pods import mount, pod_security
 from lab.cluster.registry import REPOSITORY, Registry, image_by_digest, image_reference
 from lab.cluster.scope import Scope

@@ -30,7 +30,7 @@ KNOWN_PATCHES = {
 API_PORT = 6443
 # Ports the cluster listens on at the nodes: k3s (https://docs.k3s.io/installation/requirements,
 # inbound rules) and kubeadm (https://kubernetes.io/docs/reference/networking/ports-and-protocols/).
-# Each is also what the inventory hands the roles (lab/inventory.py lab_vars), so the firewall
+# Each is also what the inventory hands the roles (lab/bootstrap/inventory.py lab_vars), so the firewall
 # openings and the daemons' configuration read them from here.
 KUBELET_PORT = 10250
 VXLAN_PORT = 8472

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.bootstrap.inventory import cluster_network_vars, image_requirement_vars
 from lab.config import Distribution
-from lab.inventory import cluster_network_vars, image_requirement_vars
 from tests.hosts.local_play import run_tasks
 
 RECORDING = 'echo "$(basename "$0") $*" >> "$LAB_TEST_CALLS"'

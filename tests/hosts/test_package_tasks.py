@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from lab.bootstrap.inventory import image_requirement_vars
+from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.config import facts
-from lab.inventory import image_requirement_vars
-from lab.playbook import ANSIBLE_DIR
 from tests.hosts.local_play import kept_facts, run_tasks
 
 ROLES = ANSIBLE_DIR / "roles"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.hosts import SECRET_OUTPUTS, cluster_identifier
+from lab.bootstrap.resource import SECRET_OUTPUTS, cluster_identifier
 from tests.program.harness import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN, ProgramRun, run_program
 
 
@@ -53,9 +53,10 @@ def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:
     main = tmp_path / "__main__.py"
     main.write_text(
         "import pulumi\n"
-        "from lab import config, hosts\n"
+        "from lab import config\n"
+        "from lab.bootstrap.resource import HostBootstrap, bootstrap_inputs\n"
         "lab = config.from_pulumi()\n"
-        "bootstrap = hosts.HostBootstrap('hosts', hosts.bootstrap_inputs(lab, pulumi.get_stack()))\n"
+        "bootstrap = HostBootstrap('hosts', bootstrap_inputs(lab, pulumi.get_stack()))\n"
         "pulumi.export('kubeconfig', bootstrap.kubeconfig.apply(str))\n"
     )
     run = run_program("example-gpu", main=main)

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from pulumi.runtime.proto import provider_pb2
 
-from lab.hosts import HostBootstrapProvider
+from lab.bootstrap.resource import HostBootstrapProvider
 from tests.hosts.conftest import RESET, SITE, local_inventory, make_ansible_dir
 from tests.hosts.provider_host import ProviderHost, provider_host
 
@@ -56,7 +56,7 @@ def _inputs(checkout: Path, inventory: dict | None) -> dict:
     script = (
         "import json, sys\n"
         "from lab.config import parse_config\n"
-        "from lab.hosts import bootstrap_inputs\n"
+        "from lab.bootstrap.resource import bootstrap_inputs\n"
         "lab, inventory = json.load(sys.stdin)\n"
         "print(json.dumps(bootstrap_inputs(parse_config(lab), 'demo', inventory=inventory)))\n"
     )

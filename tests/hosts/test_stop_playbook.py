@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import playbook
+from lab.bootstrap import playbook
 
 
 def test_a_leader_reaped_while_it_is_read_still_lets_the_workers_be_killed(

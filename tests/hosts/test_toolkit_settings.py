@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.inventory import image_requirement_vars
+from lab.bootstrap.inventory import image_requirement_vars
 from tests.hosts.local_play import run_tasks
 from tests.hosts.test_host_hardening import TOOLKIT_CONFIG
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.bootstrap.inventory import known_hosts_file, ssh_common_args
 from lab.config import Node, Ssh
-from lab.inventory import known_hosts_file, ssh_common_args
 
 # ssh exits with 255 when it could not connect or authenticate; any other code is the command's.
 SSH_FAILED = 255

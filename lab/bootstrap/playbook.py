@@ -4,10 +4,10 @@ Why a fresh process: on `pulumi up` this code runs inside Pulumi's dynamic provi
 server whose threads are running; ansible-runner starts `ansible-playbook` through pexpect, which
 forks, and a fork taken while gRPC threads run dies (SIGSEGV or SIGABRT) before the playbook
 starts in a large share of runs (pulumi/pulumi#9110, #18849; grpc/grpc#13873). So `run_playbook`
-starts `python -m lab.playbook_process` with `subprocess` (fork and exec in one step, no Python
+starts `python -m lab.bootstrap.playbook_process` with `subprocess` (fork and exec in one step, no Python
 code between them), hands it the request, secrets included, on stdin and reads the result, the
 kubeconfig included, from its stdout: neither touches disk or a command line. Progress (a line
-per play and host, each failure in full: lab.playbook_progress) reaches the operator on stderr as
+per play and host, each failure in full: lab.bootstrap.playbook_progress) reaches the operator on stderr as
 it happens, every task's line the run's log (log_file); a failure raises PlaybookError naming the
 host, the task and the module's message. Values the playbook
 returns with `set_stats` come back in the result (the fact cache is empty with ansible-core 2.19).
@@ -43,8 +43,8 @@ from typing import Any
 
 from lab.paths import ANSIBLE_DIR, ROOT
 
-# The module run as the fresh process (lab/playbook_process.py).
-PROCESS_MODULE = "lab.playbook_process"
+# The module run as the fresh process (lab/bootstrap/playbook_process.py).
+PROCESS_MODULE = "lab.bootstrap.playbook_process"
 # The private directories that hold secret variables while a playbook runs, in the work directory.
 SECRETS_PREFIX = "secrets-"
 # The key of the answer line that gives ansible-playbook's process id.
@@ -204,12 +204,12 @@ def run_playbook(
     Safe to call from any process, the Pulumi provider host included: the run happens in a fresh
     Python process.
     workdir: ansible-runner's private data dir (created 0700; its artifacts hold no secrets).
-    inventory: an Ansible YAML-style inventory dict, e.g. from lab.inventory.build_inventory.
+    inventory: an Ansible YAML-style inventory dict, e.g. from lab.bootstrap.inventory.build_inventory.
     extravars: non-secret extra variables (they appear in ansible-runner's command artifact).
     secret_vars: variables that must stay secret (tokens); they reach ansible-playbook through a
         0600 file that exists only while the playbook runs. Tasks using them must set `no_log`.
     quiet: print nothing; otherwise a line per play and host, and each failure in full, go to
-        stderr (lab.playbook_progress).
+        stderr (lab.bootstrap.playbook_progress).
     verbose: every task's line to stderr as well; it always goes to the run's log, log_file().
     Returns the per-host counts and the `set_stats` values; raises PlaybookError on failure.
     """

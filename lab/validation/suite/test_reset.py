@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from lab.config import LabConfig, Node
-from tests.cluster import checks
-from tests.cluster.test_host import EXPORTS_FILES
+from lab.validation.suite import checks
+from lab.validation.suite.test_host import EXPORTS_FILES
 
 pytestmark = pytest.mark.after_reset
 

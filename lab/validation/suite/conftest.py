@@ -1,6 +1,6 @@
 """Fixtures of the validation suite: the lab's configuration and, per testinfra host, its node.
 
-Run through `python -m lab.validate --stack NAME`, which generates the inventory and passes
+Run through `python -m lab.validation.runner --stack NAME`, which generates the inventory and passes
 `--hosts=ansible://all --ansible-inventory=... --lab-stack=NAME`.
 """
 

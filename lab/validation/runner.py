@@ -1,6 +1,6 @@
-"""Validate a lab: `python -m lab.validate --stack NAME`.
+"""Validate a lab: `python -m lab.validation.runner --stack NAME`.
 
-Generates the stack's inventory, runs the testinfra suite in tests/cluster against every node
+Generates the stack's inventory, runs the testinfra suite in lab/validation/suite against every node
 through testinfra's `ansible://` backend, and prints one line per check and node: passed, failed
 with what is wrong, or skipped with why the check does not apply to this lab.
 """
@@ -20,13 +20,13 @@ from typing import TextIO
 
 import yaml
 
+from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir
 from lab.config import STACKS_DIR, ConfigError, LabConfig, Node, load_stack
-from lab.inventory import build_inventory, known_hosts_file, stack_state_dir
 from lab.paths import ROOT
-from lab.server_cluster import has_cluster, no_cluster
-from lab.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
+from lab.remote.server_cluster import has_cluster, no_cluster
+from lab.remote.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
 
-SUITE = ROOT / "tests" / "cluster"
+SUITE = Path(__file__).resolve().parent / "suite"
 SUITE_TIMEOUT_S = 1200
 MARKS = {"failed": "FAIL", "error": "ERROR", "passed": "PASS", "skipped": "SKIP"}
 
@@ -62,7 +62,7 @@ def write_inventory(lab: LabConfig, stack: str) -> Path:
 def run_suite(
     stack: str, inventory: Path, *, after_reset: bool = False, stacks_dir: Path = STACKS_DIR
 ) -> list[Outcome]:
-    """Run tests/cluster against the inventory's hosts and return every check's outcome."""
+    """Run lab/validation/suite against the inventory's hosts and return every check's outcome."""
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         report = Path(tmp) / "junit.xml"
         cmd = [
@@ -191,7 +191,7 @@ def validate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.validate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.validation.runner", description=__doc__)
     parser.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<name>.yaml)")
     parser.add_argument(
         "--after-reset", action="store_true", help="check that reset.yml left the machines clean"

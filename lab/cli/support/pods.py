@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.cli.console import CliError
+from lab.cli.support.console import CliError
 from lab.config import STACKS_DIR, LabConfig, stack_flags
-from lab.gpu_nodes import gpu_shortfalls
-from lab.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
-from lab.ssh import Remote
+from lab.remote.gpu_nodes import gpu_shortfalls
+from lab.remote.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
+from lab.remote.ssh import Remote
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -84,5 +84,6 @@ def training_ranks(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) ->
 
 
 def gpu_node_lines(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[str]:
-    """One line per node whose allocatable GPUs are not the stack's (lab.gpu_nodes); none on CPU labs."""
+    """One line per node whose allocatable GPUs are not the stack's (lab.remote.gpu_nodes); none on
+    CPU labs."""
     return gpu_shortfalls(cfg, _kubectl_get(cfg, stack, stacks_dir, "nodes")) if cfg.has_gpus else []

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from lab.config import STACKS_DIR, Distribution, LabConfig, stack_flags
-from lab.ssh import Remote
+from lab.remote.ssh import Remote
 
 # Exit code of the remote script when the node has no cluster to ask.
 NO_CLUSTER = 3

@@ -11,7 +11,11 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from lab.cli.console import Finding, Level
+from lab.bootstrap.inventory import NODE_STATE_DIR
+from lab.bootstrap.playbook import ANSIBLE_DIR
+from lab.cli.support.console import Finding, Level
+from lab.cli.support.gpu_fit import gpu_problems
+from lab.cli.support.locks import OPERATOR_LOCK, pins
 from lab.config import EPHEMERAL_PORTS, LabConfig, Node, cluster_ports
 from lab.config.facts import (
     BUILD_PROFILE,
@@ -20,11 +24,7 @@ from lab.config.facts import (
     MIN_DRIVER_MAJOR,
     USERNS_SYSCTL,
 )
-from lab.inventory import NODE_STATE_DIR
-from lab.locks import OPERATOR_LOCK, pins
-from lab.nvidia import gpu_problems
-from lab.playbook import ANSIBLE_DIR
-from lab.ssh import Remote, SshError
+from lab.remote.ssh import Remote, SshError
 
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
@@ -417,7 +417,7 @@ def _time_sync(node: Node, facts: dict[str, str], offset: float) -> Finding:
             "enable NTP: `sudo timedatectl set-ntp true` (or chrony)",
         )
     if facts.get("container") == "yes":
-        # As the validation suite's time check (tests/cluster/test_host.py): a container has no
+        # As the validation suite's time check (lab/validation/suite/test_host.py): a container has no
         # clock of its own to synchronise.
         return Finding(node.name, "time sync", Level.OK, f"a container, on its host's clock; {skew}")
     if facts.get("ntp") != "yes":

@@ -1,4 +1,4 @@
-"""The fresh Python process that runs one playbook through ansible-runner, started by lab.playbook.
+"""The fresh Python process that runs one playbook through ansible-runner, started by lab.bootstrap.playbook.
 
 It reads a `Request` (one line of JSON) on stdin, prints progress on stderr as the run goes, and
 answers on stdout with ansible-playbook's process id once it is known (a line of JSON) and an
@@ -26,8 +26,8 @@ from typing import Any, TextIO
 
 import ansible_runner
 
-from lab.ansible_data import mark
-from lab.playbook import (
+from lab.bootstrap.ansible_data import mark
+from lab.bootstrap.playbook import (
     PLAYBOOK_PID,
     SECRETS_PREFIX,
     Failure,
@@ -37,7 +37,7 @@ from lab.playbook import (
     close_connections,
     stop_playbook,
 )
-from lab.playbook_progress import Progress
+from lab.bootstrap.playbook_progress import Progress
 
 # Events that end a task on one host, and the word shown for each.
 _RESULT_EVENTS = {
@@ -157,7 +157,7 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
     workdir = Path(request.workdir)
     ansible_dir = Path(request.ansible_dir)
     # The directory (0700) and its file go when the run ends, however it ends short of a kill;
-    # lab.playbook removes what a killed process left.
+    # lab.bootstrap.playbook removes what a killed process left.
     with (
         tempfile.TemporaryDirectory(prefix=SECRETS_PREFIX, dir=workdir) as secrets_dir,
         _private_file(Path(request.log)) as log,
@@ -175,7 +175,7 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
                 private_data_dir=str(workdir),
                 project_dir=str(ansible_dir),
                 playbook=f"playbooks/{request.playbook}",
-                # Data, never templates: lab.ansible_data says why.
+                # Data, never templates: lab.bootstrap.ansible_data says why.
                 inventory=mark(request.inventory),
                 extravars=mark(request.extravars),
                 cmdline=cmdline,

@@ -47,7 +47,7 @@ HOST_KEY_POLICY_VAR = "lab_ssh_host_key_policy"
 # control character ends or breaks the option.
 SSH_UNQUOTABLE = re.compile(r"\$\{|[\x00-\x1f\x7f]")
 # How inventories kept before HOST_KEY_POLICY_VAR named the known_hosts file: a Jinja reference,
-# which Ansible no longer evaluates (lab.ansible_data). Their policy is read back from the options,
+# which Ansible no longer evaluates (lab.bootstrap.ansible_data). Their policy is read back from the options,
 # so a lab made then can still be destroyed.
 LEGACY_KNOWN_HOSTS = "{{ lab_known_hosts }}"
 

@@ -10,9 +10,9 @@ import pytest
 from lab.cluster import gpu, registry, training
 from lab.cluster.labels import selector_labels
 from lab.config import LabConfig
-from lab.gpu_nodes import gpu_shortfalls
-from tests.cluster import checks
-from tests.cluster.conftest import Kubectl
+from lab.remote.gpu_nodes import gpu_shortfalls
+from lab.validation.suite import checks
+from lab.validation.suite.conftest import Kubectl
 
 # A pinned CUDA base image that carries nvidia-smi through the NVIDIA runtime.
 SMOKE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from lab.config import LabConfig, Node, SkipStep
-from tests.cluster import checks
-from tests.cluster.conftest import skip_if_step_skipped
+from lab.validation.suite import checks
+from lab.validation.suite.conftest import skip_if_step_skipped
 
 SUPPORTED_DISTRIBUTIONS = {"debian", "ubuntu"}
 MIN_KERNEL = (5, 4)

@@ -10,8 +10,8 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from lab.cli.console import CliError
-from lab.ssh import Remote, SshError
+from lab.cli.support.console import CliError
+from lab.remote.ssh import Remote, SshError
 
 RECEIVER = """
 import json, socket, sys, time

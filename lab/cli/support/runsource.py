@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lab.cli import runfolders
-from lab.cli.console import CliError
-from lab.cli.stackarg import load
-from lab.ssh import Remote
+from lab.cli.support import runfolders
+from lab.cli.support.console import CliError
+from lab.cli.support.stackarg import load
+from lab.remote.ssh import Remote
 
 
 class RunsSource(Protocol):
