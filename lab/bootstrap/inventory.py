@@ -213,6 +213,16 @@ def _legacy_policy(args: str) -> str | None:
     return (HostKeyPolicy.STRICT if strict else HostKeyPolicy.ACCEPT_NEW).value
 
 
+def login_problem(name: str, user: str, address: str, port: int | str, key_path: str, reason: str) -> str:
+    """The one line for a node that could not be logged in to, with what to check: doctor's, and
+    the bootstrap's for a node Ansible could not reach."""
+    return (
+        f"{name} ({user}@{address}, port {port}): cannot log in over SSH ({reason});"
+        f" check the address, that the machine is up, and that {key_path}.pub is in"
+        f" ~{user}/.ssh/authorized_keys there"
+    )
+
+
 __all__ = [
     "HOST_KEY_POLICY_VAR",
     "NODE_STATE_DIR",
@@ -220,6 +230,7 @@ __all__ = [
     "image_requirement_vars",
     "known_hosts_file",
     "lab_vars",
+    "login_problem",
     "ssh_common_args",
     "ssh_option",
     "stack_state_dir",

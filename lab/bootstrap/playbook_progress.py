@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from lab.remote.ssh import login_problem
+from lab.bootstrap.inventory import login_problem
 
 # The words a task result is shown with, in the order a play's line reports them, as the line
 # words them: a result no_log hides does not say whether it changed anything.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.bootstrap.inventory import known_hosts_file, ssh_common_args
+from lab.bootstrap.inventory import known_hosts_file, login_problem, ssh_common_args
 from lab.config import Node, Ssh
 
 # ssh exits with 255 when it could not connect or authenticate; any other code is the command's.
@@ -124,13 +124,3 @@ class Remote:
         return login_problem(
             self.node.name, self.node.user, self.node.address, self.ssh.port, self.ssh.key_path, reason
         )
-
-
-def login_problem(name: str, user: str, address: str, port: int | str, key_path: str, reason: str) -> str:
-    """The one line for a node that could not be logged in to, with what to check: doctor's, and
-    the bootstrap's for a node Ansible could not reach."""
-    return (
-        f"{name} ({user}@{address}, port {port}): cannot log in over SSH ({reason});"
-        f" check the address, that the machine is up, and that {key_path}.pub is in"
-        f" ~{user}/.ssh/authorized_keys there"
-    )
