@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from lab.cli.support.locks import OPERATOR_LOCK
+from lab.cli.support.operator_checks import python_dependencies, python_imports
 from lab.cli.support.preflight import (
     ACTIVE_FIREWALL_SCRIPT,
     existing_cluster_finding,
     firewall_finding,
     gpu_findings,
     ports_finding,
-    python_dependencies,
-    python_imports,
     uid_finding,
     userns_finding,
 )

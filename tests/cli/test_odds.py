@@ -17,7 +17,7 @@ import pytest
 from lab.bootstrap.inventory import STATE_DIR
 from lab.cli import build_parser
 from lab.cli.support.console import one_line, plural
-from lab.cli.support.preflight import PULUMI_INSTALL
+from lab.cli.support.operator_checks import PULUMI_INSTALL
 from lab.cli.try_local import EPOCHS, GENERATED_IMAGES, minutes_range
 from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
 from tests.cli.conftest import loopback_values, node, write_stack

@@ -1,21 +1,13 @@
-"""The checks `labctl doctor` runs before a `pulumi up`: on the operator's machine and on each node."""
+"""The checks `labctl doctor` runs on each node before a `pulumi up`, over one SSH round trip."""
 
 from __future__ import annotations
 
-import re
 import shlex
-import shutil
-import subprocess
-import sys
 import time
-from importlib import metadata
-from pathlib import Path
 
 from lab.bootstrap.inventory import NODE_STATE_DIR
-from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.cli.support.console import Finding, Level
 from lab.cli.support.gpu_fit import gpu_problems
-from lab.cli.support.locks import OPERATOR_LOCK, pins
 from lab.config import EPHEMERAL_PORTS, LabConfig, Node, cluster_ports
 from lab.config.facts import (
     BUILD_PROFILE,
@@ -24,9 +16,9 @@ from lab.config.facts import (
     MIN_DRIVER_MAJOR,
     USERNS_SYSCTL,
 )
+from lab.paths import ANSIBLE_DIR
 from lab.remote.ssh import Remote, SshError
 
-PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
 MAX_CLOCK_SKEW_S = 1.0
 # The script site.yml runs before it changes anything: it names each Kubernetes distribution or
@@ -34,10 +26,6 @@ MAX_CLOCK_SKEW_S = 1.0
 EXISTING_CLUSTER_SCRIPT = ANSIBLE_DIR / "roles" / "lab_state" / "files" / "existing_cluster.sh"
 # The script the prereq role asks before it opens the lab's ports: ufw, firewalld, other or none.
 ACTIVE_FIREWALL_SCRIPT = ANSIBLE_DIR / "roles" / "prereq" / "files" / "active_firewall.sh"
-OPERATOR = "operator"
-# What `pulumi up` and the validation suite import on the operator's machine; the trainer runs
-# in its image, so torch is not among them.
-RUNTIME_MODULES = ("pulumi", "pulumi_kubernetes", "ansible_runner", "testinfra")
 
 # Everything doctor needs from a node in one round trip, as key=value lines; the script is run
 # with $trainer_uid set.
@@ -70,70 +58,6 @@ echo "interfaces=$(ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
 echo "uid_owner=$(getent passwd "$trainer_uid" | cut -d: -f1)"
 echo "clock=$(date +%s.%N)"
 """
-
-
-def pulumi_cli() -> Finding:
-    exe = shutil.which("pulumi")
-    if exe is None:
-        return Finding(
-            OPERATOR,
-            "Pulumi CLI",
-            Level.ERROR,
-            "`pulumi` is not on PATH",
-            f"install it ({PULUMI_INSTALL}), then `pulumi login --local`",
-        )
-    done = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=30, check=False)
-    version = done.stdout.strip()
-    if done.returncode != 0 or not re.fullmatch(r"v?3\.\d+\.\d+.*", version):
-        return Finding(
-            OPERATOR,
-            "Pulumi CLI",
-            Level.ERROR,
-            f"{exe} did not report a 3.x version ({version or done.stderr.strip()})",
-            f"reinstall it from {PULUMI_INSTALL}",
-        )
-    return Finding(OPERATOR, "Pulumi CLI", Level.OK, f"{version} at {exe}")
-
-
-def python_dependencies(lock: Path = OPERATOR_LOCK) -> Finding:
-    """Every package of the operator's lock installed at its pinned version in this Python."""
-    wrong = []
-    pinned = pins(lock.read_text())
-    for name, want in pinned.items():
-        try:
-            have = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            wrong.append(f"{name} missing")
-            continue
-        # As pip reads `==`: a local build label (torch 2.14.1+cpu) still matches 2.14.1.
-        if have.split("+")[0] != want:
-            wrong.append(f"{name} {have} (pinned {want})")
-    if wrong:
-        return Finding(
-            OPERATOR,
-            "Python dependencies",
-            Level.ERROR,
-            f"{len(wrong)} of {len(pinned)} differ from {lock.name}: {', '.join(wrong[:5])}",
-            "run scripts/setup.sh, then use .venv/bin/labctl",
-        )
-    return Finding(
-        OPERATOR, "Python dependencies", Level.OK, f"{len(pinned)} packages as pinned in {lock.name}"
-    )
-
-
-def python_imports(modules: tuple[str, ...] = RUNTIME_MODULES) -> Finding:
-    """The lab's packages import, in a fresh interpreter: a package built against another version
-    of its dependency installs cleanly and fails only here."""
-    script = "; ".join(f"import {m}" for m in modules)
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
-    )
-    if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["no error output"])[-1]
-        return Finding(
-            OPERATOR, "Python imports", Level.ERROR, reason, "run scripts/setup.sh, then use .venv/bin/labctl"
-        )
-    return Finding(OPERATOR, "Python imports", Level.OK, f"{', '.join(modules)} import")
 
 
 def needed_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
