@@ -49,9 +49,9 @@ def bootstrap_times() -> tuple[float, float, float]:
     provider = HostBootstrapProvider()
     inputs = bootstrap_inputs(lab, STACK)
     outs: dict[str, object] = {}
-    first = timed(lambda: outs.update(provider.create(inputs).outs))
+    first = timed(lambda: outs.update(provider.create(inputs).outs or {}))
     again: dict[str, object] = {}
-    second = timed(lambda: again.update(provider.update("hosts-testbed", outs, inputs).outs))
+    second = timed(lambda: again.update(provider.update("hosts-testbed", outs, inputs).outs or {}))
     if again["changed"] != {n.name: 0 for n in lab.nodes}:
         raise SystemExit(f"the second site.yml run changed something: {again['changed']}")
     reset = timed(lambda: provider.delete("hosts-testbed", outs))

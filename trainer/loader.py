@@ -16,14 +16,14 @@ import torch
 
 from trainer.config import ConfigurationError
 from trainer.data import Split
-from trainer.hyperparameters import RULES
+from trainer.hyperparameters import MAX_EPOCHS
 
 # Per-channel statistics of the CIFAR-10 training set, on the 0-255 scale.
 MEAN = (125.31, 122.95, 113.87)
 STD = (62.99, 62.09, 66.70)
 PAD = 2  # translations of up to 2 pixels, as in the airbench and ResNet-9 recipes
 # The generator stream of the first epoch's flips: an epoch number no run reaches.
-FLIP_STREAM = int(RULES["epochs"].high) + 1
+FLIP_STREAM = MAX_EPOCHS + 1
 
 
 @dataclass(frozen=True)

@@ -170,9 +170,10 @@ def kubernetes_provider(bootstrap: HostBootstrap, stack: str) -> k8s.Provider:
     # alone, and pulumi_kubernetes is a heavy import they never use.
     import pulumi_kubernetes as k8s
 
+    kubeconfig: pulumi.Output[str] = pulumi.Output.secret(bootstrap.kubeconfig)
     return k8s.Provider(
         "lab",
-        kubeconfig=pulumi.Output.secret(bootstrap.kubeconfig),
+        kubeconfig=kubeconfig,
         cluster_identifier=cluster_identifier(stack),
     )
 

@@ -82,6 +82,8 @@ def up(cfg: LabConfig, stack: str, verbose: bool = False, log_copy: Path | None 
             outs = provider.update(RESOURCE_ID.format(stack=stack), old, inputs).outs
         else:
             outs = provider.create(inputs).outs
+    if outs is None:  # the provider always returns its outputs; Pulumi's result type allows none
+        raise RuntimeError("the host bootstrap returned no outputs")
     _write_private(record, json.dumps(outs))
     if outs["kubeconfig"]:
         _write_private(kubeconfig_file(stack), outs["kubeconfig"])

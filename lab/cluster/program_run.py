@@ -172,8 +172,8 @@ class LabMocks(pulumi.runtime.Mocks):
             state.update(data={"digest": digest})
         return args.resource_id or f"{args.name}-id", state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
-        return {}
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
 
 
 def _config_value(value: Any) -> str:

@@ -19,7 +19,8 @@ from lab.remote.ssh import Remote
 
 
 class RunsSource(Protocol):
-    where: str
+    @property
+    def where(self) -> str: ...
 
     def collect(self) -> dict[str, Any]: ...
 
