@@ -167,7 +167,7 @@ def _train(args: argparse.Namespace) -> int:
         options.update(sweep.select(args.sweep, index))
         run_dir = run_dir / str(index)
     # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
-    from trainer import data, distributed, lifecycle, train
+    from trainer import data, distributed, lifecycle, run_state
     from trainer.config import resolve
 
     place = distributed.topology(os.environ)
@@ -180,7 +180,7 @@ def _train(args: argparse.Namespace) -> int:
     splits = (data.load(args.data, True, published), data.load(args.data, False, published))
     trained_on = data.provenance(args.data, published)
     config = resolve(options, len(splits[0].labels), len(splits[1].labels), trained_on)
-    where = train.RunOptions(
+    where = run_state.RunOptions(
         run_dir=run_dir,
         backend=distributed.choose_backend(args.backend),
         timeout=distributed.timeout_seconds(args.timeout_seconds, os.environ),
@@ -193,7 +193,7 @@ def _train(args: argparse.Namespace) -> int:
         compile=args.compile,
         metrics_port=args.metrics_port,
     )
-    return lifecycle.main(config, where, place, splits, train.StopSignal())
+    return lifecycle.main(config, where, place, splits, run_state.StopSignal())
 
 
 def _sweep_index(flag: int | None) -> int:

@@ -38,6 +38,12 @@ class Split:
     labels: np.ndarray  # int64, (N,)
 
 
+# Per-channel mean and standard deviation of CIFAR-10's training split, on the 0-255 pixel scale:
+# a fact of the data (the same for every model), which the input standardisation divides out.
+PIXEL_MEAN = (125.31, 122.95, 113.87)
+PIXEL_STD = (62.99, 62.09, 66.70)
+
+
 def published_md5s() -> dict[str, str]:
     """CIFAR-10's batch files and their published MD5 sums, as torchvision records them."""
     from torchvision.datasets import CIFAR10

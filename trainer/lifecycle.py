@@ -17,7 +17,8 @@ from trainer import checkpoint, data, distributed, handoff, readiness
 from trainer.config import TrainConfig
 from trainer.loader import few_steps_warning
 from trainer.metrics import RunFolder
-from trainer.train import Run, RunOptions, Start, Stopped, StopSignal
+from trainer.run_state import RunOptions, Start, Stopped, StopSignal
+from trainer.train import Run
 
 SIGTERM_EXIT = 128 + signal.SIGTERM
 

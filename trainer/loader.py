@@ -15,13 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from trainer.config import ConfigurationError
-from trainer.data import Split
+from trainer.data import PIXEL_MEAN, PIXEL_STD, Split
 from trainer.hyperparameters import MAX_EPOCHS
 
-# Per-channel statistics of the CIFAR-10 training set, on the 0-255 scale.
-MEAN = (125.31, 122.95, 113.87)
-STD = (62.99, 62.09, 66.70)
-PAD = 2  # translations of up to 2 pixels, as in the airbench and ResNet-9 recipes
 # The generator stream of the first epoch's flips: an epoch number no run reaches.
 FLIP_STREAM = MAX_EPOCHS + 1
 
@@ -48,8 +44,8 @@ class Normalise:
         dtype: torch.dtype = torch.float32,
         memory_format: torch.memory_format = torch.contiguous_format,
     ) -> None:
-        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
-        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+        self.mean = torch.tensor(PIXEL_MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(PIXEL_STD, device=device).view(1, 3, 1, 1)
         self.dtype = dtype
         self.memory_format = memory_format
 
@@ -62,7 +58,14 @@ class TrainLoader:
     """Batches of one rank's share of a fixed global batch, augmented on the device."""
 
     def __init__(
-        self, split: Split, device: torch.device, batch_size: int, shard: Shard, seed: int, cutout: int
+        self,
+        split: Split,
+        device: torch.device,
+        batch_size: int,
+        shard: Shard,
+        seed: int,
+        cutout: int,
+        translate: int,
     ) -> None:
         if batch_size % shard.world_size:
             raise ConfigurationError(
@@ -74,19 +77,21 @@ class TrainLoader:
             )
         images, self.labels = to_device(split, device)
         # Padded once for the whole set (reflect padding needs floats), so a step only crops.
-        self.padded = _reflect_pad(images, PAD)
+        self.padded = _reflect_pad(images, translate)
         self.device = device
         self.batch_size = batch_size
         self.local = batch_size // shard.world_size
         self.shard = shard
         self.seed = seed
         self.cutout = cutout
+        self.translate = translate
         # The last partial batch is dropped so every step has the same global batch.
         self.steps_per_epoch = len(split.labels) // batch_size
 
     def batches(self, epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         # The plan crosses to the device once an epoch; a step then never waits on the host.
-        plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout).to(self.device)
+        plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout, self.translate)
+        plan = plan.to(self.device)
         for step in range(start_step, self.steps_per_epoch):
             first = step * self.batch_size + self.shard.rank * self.local
             chosen = plan.order[first : first + self.local]
@@ -111,11 +116,11 @@ def flips(count: int, seed: int, epoch: int) -> torch.Tensor:
 class _EpochPlan:
     """Every random choice of one epoch, indexed by image so it is the same on every rank."""
 
-    def __init__(self, count: int, seed: int, epoch: int, cutout: int) -> None:
+    def __init__(self, count: int, seed: int, epoch: int, cutout: int, translate: int) -> None:
         generator = _generator(seed, epoch)
         self.order = torch.randperm(count, generator=generator)
         self.flip = flips(count, seed, epoch)
-        self.shift = torch.randint(0, 2 * PAD + 1, (count, 2), generator=generator)
+        self.shift = torch.randint(0, 2 * translate + 1, (count, 2), generator=generator)
         self.cutout = cutout
         self.corner = torch.randint(0, 32 - cutout + 1, (count, 2), generator=generator) if cutout else None
 
@@ -138,9 +143,9 @@ def _reflect_pad(images: torch.Tensor, pad: int) -> torch.Tensor:
     return torch.nn.functional.pad(images.float(), (pad,) * 4, mode="reflect").to(images.dtype)
 
 
-def translate(images: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Each image moved by its own (dy, dx) in 0..2*PAD within a reflection-padded border."""
-    return _crop(_reflect_pad(images, PAD), shift)
+def translate(images: torch.Tensor, shift: torch.Tensor, pad: int) -> torch.Tensor:
+    """Each image moved by its own (dy, dx) in 0..2*pad within a reflection-padded border of `pad`."""
+    return _crop(_reflect_pad(images, pad), shift)
 
 
 def _crop(padded: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ class Recipe:
     epochs: int  # passes over the training split
     bias_scale: float  # rate multiplier of biases (BatchNorm and whitening); their decay is divided by it
     schedule: tuple[float, float, float]  # rate multiplier at start, peak position (fraction of steps), end
+    translate: int = 2  # pixels an image moves at most each way (reflection padding), in training and TTA
     lookahead: bool  # average the weights every few steps (trainer.numerics.Lookahead)
     lookahead_every: int = 5  # steps between two lookahead averages
     lookahead_decay: float = 0.95  # per-step decay of the average, raised to lookahead_every

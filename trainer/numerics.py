@@ -17,7 +17,7 @@ from torch import nn
 
 from trainer import data, distributed
 from trainer.errors import RunFailed
-from trainer.loader import PAD, Normalise, translate
+from trainer.loader import Normalise, translate
 from trainer.model import Recipe
 
 # The cross-entropy of a uniform guess over the classes (ln 10): what an untrained net scores,
@@ -143,8 +143,9 @@ class Numerics:
         logits = mirrored(x)
         if level < 2:
             return logits
-        shifts = [torch.full((len(x), 2), PAD + d, device=x.device) for d in (-1, 1)]
-        return 0.5 * logits + 0.25 * sum(mirrored(translate(x, s)) for s in shifts)
+        pad = self.recipe.translate
+        shifts = [torch.full((len(x), 2), pad + d, device=x.device) for d in (-1, 1)]
+        return 0.5 * logits + 0.25 * sum(mirrored(translate(x, s, pad)) for s in shifts)
 
 
 def check_finite(where: str, lr: float, rank: int, **losses: float) -> None:

@@ -312,13 +312,13 @@ def _train_args(dataset: Path, runs: Path) -> list[str | Path]:
 @pytest.fixture(scope="module")
 def layout(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> checkpoint.Layout:
     """What a checkpoint must hold to resume `finished`: from a run built as the trainer builds it."""
-    from trainer import cli, distributed, train
+    from trainer import cli, distributed, run_state, train
     from trainer.config import resolve
 
     args = cli._parser().parse_args([str(a) for a in _train_args(dataset, tmp_path_factory.mktemp("x"))])
     splits = (data.load(dataset, True), data.load(dataset, False))
     config = resolve(vars(args), len(splits[0].labels), len(splits[1].labels), data.provenance(dataset))
-    where = train.RunOptions(args.runs / "r", "gloo", 60, 3, 0.94, "exit")
+    where = run_state.RunOptions(args.runs / "r", "gloo", 60, 3, 0.94, "exit")
     return train.Run(config, where, distributed.topology({}), splits).layout()
 
 

@@ -9,7 +9,7 @@ import pytest
 from matplotlib.lines import Line2D
 
 from tests.trainer.conftest import read_json, run, torchrun, trainer
-from trainer import contract, lifecycle, plots, train
+from trainer import contract, lifecycle, plots, run_state
 from trainer.loader import few_steps_warning
 
 
@@ -69,7 +69,7 @@ def test_one_failing_rank_under_torchrun_is_one_line_and_torchruns_root_cause(
 
 
 def test_fresh_is_ignored_in_a_round_torchrun_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
-    where = train.RunOptions(Path("r"), "gloo", 10, 3, 0.94, "exit", fresh=True)
+    where = run_state.RunOptions(Path("r"), "gloo", 10, 3, 0.94, "exit", fresh=True)
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
     assert lifecycle._fresh(where)
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")

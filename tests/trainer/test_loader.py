@@ -8,16 +8,18 @@ import torch
 
 from trainer.config import ConfigurationError
 from trainer.data import Split
-from trainer.loader import PAD, Shard, TrainLoader, flips, translate
+from trainer.loader import Shard, TrainLoader, flips, translate
+from trainer.model import RECIPES
 
 IMAGES = Split(
     images=np.random.default_rng(0).integers(0, 256, size=(96, 3, 32, 32), dtype=np.uint8),
     labels=np.arange(96) % 10,
 )
+PAD = RECIPES["airbench"].translate
 
 
 def _loader(rank: int, world: int, cutout: int = 0) -> TrainLoader:
-    return TrainLoader(IMAGES, torch.device("cpu"), 32, Shard(rank, world), seed=5, cutout=cutout)
+    return TrainLoader(IMAGES, torch.device("cpu"), 32, Shard(rank, world), 5, cutout, PAD)
 
 
 def test_two_ranks_together_see_exactly_the_one_rank_batches() -> None:
@@ -47,8 +49,8 @@ def test_epochs_shuffle_and_augment_differently() -> None:
 def test_translation_moves_each_image_by_its_own_offset() -> None:
     images = torch.from_numpy(IMAGES.images[:2])
     centred = torch.full((2, 2), PAD)
-    assert torch.equal(translate(images, centred), images)
-    moved = translate(images, torch.tensor([[PAD + 1, PAD], [PAD, PAD - 1]]))
+    assert torch.equal(translate(images, centred, PAD), images)
+    moved = translate(images, torch.tensor([[PAD + 1, PAD], [PAD, PAD - 1]]), PAD)
     assert torch.equal(moved[0, :, :-1], images[0, :, 1:]), "image 0 shifted up by one row"
     assert torch.equal(moved[1, :, :, 1:], images[1, :, :, :-1]), "image 1 shifted right by one column"
 
@@ -57,7 +59,7 @@ def test_a_batch_that_does_not_divide_over_the_ranks_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="global batch size 32 must divide evenly over 3 ranks"):
         _loader(0, 3)
     with pytest.raises(ConfigurationError, match="exceeds the 96 training images"):
-        TrainLoader(IMAGES, torch.device("cpu"), 128, Shard(0, 1), seed=0, cutout=0)
+        TrainLoader(IMAGES, torch.device("cpu"), 128, Shard(0, 1), 0, 0, PAD)
 
 
 def test_alternating_flips_show_every_image_both_ways_across_two_epochs() -> None:

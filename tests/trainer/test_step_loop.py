@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from trainer import checkpoint, distributed, train
+from trainer import checkpoint, distributed, run_state, train
 from trainer.config import ConfigurationError, resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
@@ -68,7 +68,7 @@ def _run(
         "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": sync_batchnorm,
     }  # fmt: skip
     config = resolve(flags, train_images, 64, GENERATED)
-    where = train.RunOptions(tmp_path / f"run-{train_images}", "gloo", 60, 3, 0.94, "exit", **options)
+    where = run_state.RunOptions(tmp_path / f"run-{train_images}", "gloo", 60, 3, 0.94, "exit", **options)
     place = distributed.Topology(0, world_size, 0, "127.0.0.1", 0)
     run = train.Run(config, where, place, splits)
     run.folder.prepare(fresh=True)
@@ -77,7 +77,7 @@ def _run(
 
 def _host_calls(run: train.Run) -> Counter[str]:
     with HostBoundary() as boundary:
-        run.train_epoch(0, train.StopSignal())
+        run.train_epoch(0, run_state.StopSignal())
         run.writer.wait()
     return boundary.calls
 
@@ -118,7 +118,7 @@ def test_training_seconds_count_the_step_loop_alone(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(run.numerics, "step", timed_step)
     monkeypatch.setattr(run.numerics, "evaluate", timed_evaluate)
-    summary = run.fit(train.StopSignal(), train.Start())
+    summary = run.fit(run_state.StopSignal(), run_state.Start())
     assert summary["wall_seconds"] == 2 * 4, "two epochs of four 1 s steps"
     assert summary["eval_seconds"] == 3 * 100, "two epochs' evaluations and the final one"
     lines = [json.loads(line) for line in (run.folder.path / "metrics.jsonl").read_text().splitlines()]
@@ -128,7 +128,7 @@ def test_training_seconds_count_the_step_loop_alone(tmp_path: Path, monkeypatch:
 
 def test_without_epoch_evaluation_only_the_final_one_runs(tmp_path: Path) -> None:
     run = _run(tmp_path, 4 * 16, epoch_eval=False)
-    summary = run.fit(train.StopSignal(), train.Start())
+    summary = run.fit(run_state.StopSignal(), run_state.Start())
     lines = [json.loads(line) for line in (run.folder.path / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and not any("test_acc" in line for line in lines)
     assert summary["best_test_acc"] == summary["final_test_acc"]
