@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support.locks import OPERATOR_LOCK, ROOT
+from lab.cli.support.locks import OPERATOR_LOCK
+from lab.paths import ROOT
 from tests.cli.test_imports import commands
 
 MAX_BYTES = 1_500_000_000

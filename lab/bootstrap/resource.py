@@ -26,9 +26,10 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from lab.bootstrap import kubeconfig
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir, with_known_hosts
-from lab.bootstrap.playbook import ANSIBLE_DIR, PlaybookResult, run_playbook
+from lab.bootstrap.playbook import PlaybookResult, run_playbook
 from lab.bootstrap.tokens import kept_tokens, new_tokens, playbook_secrets
 from lab.config import LabConfig
+from lab.paths import ANSIBLE_DIR
 
 if TYPE_CHECKING:
     import pulumi_kubernetes as k8s

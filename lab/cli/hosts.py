@@ -17,12 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lab.bootstrap.inventory import STATE_DIR, stack_state_dir
+from lab.bootstrap.inventory import stack_state_dir
 from lab.bootstrap.playbook import PlaybookError, log_file
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, runner_dir
 from lab.cli.support.console import CliError, console
 from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import LabConfig
+from lab.paths import STATE_DIR
 
 RESOURCE_ID = "hosts-{stack}"
 

@@ -30,13 +30,13 @@ from typing import Any
 import yaml
 
 from lab import testbed
-from lab.bootstrap.inventory import STATE_DIR
 from lab.cli import hosts
 from lab.cli.hosts import add_verbose_option
 from lab.cli.support.console import CliError, console
 from lab.cli.support.runsource import LocalRuns
 from lab.cli.support.signals import uninterrupted
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
+from lab.paths import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.bootstrap.inventory import build_inventory
-from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.bootstrap.tokens import new_tokens, playbook_secrets
 from lab.config import LabConfig, load_stack
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
 
 ROLES = ANSIBLE_DIR / "roles"

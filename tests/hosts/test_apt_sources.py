@@ -24,8 +24,8 @@ import jinja2
 import pytest
 import yaml
 
-from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.config import load_stack
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import run_play
 from tests.shipped import shipped_stacks
 from tests.support.gpg import USER_ID, Key, gnupg_home

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from lab.bootstrap.inventory import build_inventory
-from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.config import LabConfig, load_stack
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
 from tests.hosts.render import render
 from tests.shipped import shipped_stacks

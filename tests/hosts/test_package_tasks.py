@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from lab.bootstrap.inventory import image_requirement_vars
-from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.config import facts
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import kept_facts, run_tasks
 
 ROLES = ANSIBLE_DIR / "roles"

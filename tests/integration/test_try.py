@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from lab import testbed
-from lab.bootstrap.inventory import STATE_DIR
 from lab.cli.try_local import STACK, layout
+from lab.paths import STATE_DIR
 from lab.testbed import processes
 
 # The clock starts with the test, not while `turn` waits for other runs to release the machines.

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from lab.cluster.build_context import CONTEXT_DIRS, DOCKERFILE, ROOT, build_context
+from lab.cluster.build_context import CONTEXT_DIRS, DOCKERFILE, build_context
 from lab.config import load_stack, read_stack_values, stack_file
+from lab.paths import ROOT
 from tests.program.harness import (
     ProgramRun,
     Registered,

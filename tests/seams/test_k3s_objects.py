@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from lab.bootstrap.playbook import ANSIBLE_DIR
 from lab.config import Distribution, LabConfig, load_stack
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.render import render
 from tests.program.harness import Registered, name_of, recorded
 from tests.seams.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from lab.bootstrap.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 
 # The nfs_server role's mark of an export the lab made, and the lab's folders in it.
 _NFS_DEFAULTS = yaml.safe_load((ANSIBLE_DIR / "roles" / "nfs_server" / "defaults" / "main.yml").read_text())
