@@ -34,10 +34,9 @@ from lab.bootstrap.playbook import (
     Outcome,
     PlaybookResult,
     Request,
-    close_connections,
-    stop_playbook,
 )
 from lab.bootstrap.playbook_progress import Progress
+from lab.bootstrap.run_cleanup import close_connections, stop_playbook
 
 # Events that end a task on one host, and the word shown for each.
 _RESULT_EVENTS = {

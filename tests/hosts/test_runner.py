@@ -19,10 +19,9 @@ from lab.bootstrap.playbook import (
     SECRETS_PREFIX,
     PlaybookError,
     PlaybookResult,
-    control_dir,
     run_playbook,
-    stop_playbook,
 )
+from lab.bootstrap.run_cleanup import control_dir, stop_playbook
 from tests.hosts.conftest import local_inventory
 from tests.support.processes import mentioning
 from tests.support.sshd import SERVER, Sshd
