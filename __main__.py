@@ -5,23 +5,24 @@ Reads the stack configuration and composes the lab's named parts; each part live
 
 import pulumi
 
-from lab import config, hosts
-from lab.build_context import build_context
+from lab import config
+from lab.bootstrap.resource import HostBootstrap, bootstrap_inputs, kubernetes_provider
 from lab.cluster import Cluster
+from lab.cluster.build_context import build_context
 
 lab = config.from_pulumi()
 # Packed now, before any host is touched: a build context the cluster cannot take stops here.
 context = build_context()
 
 # Hosts: Ansible turns the machines into a cluster; its kubeconfig builds the Kubernetes provider.
-bootstrap = hosts.HostBootstrap("hosts", hosts.bootstrap_inputs(lab, pulumi.get_stack()))
+bootstrap = HostBootstrap("hosts", bootstrap_inputs(lab, pulumi.get_stack()))
 pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
 
 # Cluster: everything inside Kubernetes, declared through that provider. Machines that skip the
 # Kubernetes install have no cluster, and an empty kubeconfig would send the provider to the
 # operator's default one, so nothing is declared there.
 if lab.installs_kubernetes:
-    provider = hosts.kubernetes_provider(bootstrap, pulumi.get_stack())
+    provider = kubernetes_provider(bootstrap, pulumi.get_stack())
     cluster = Cluster("lab", lab, provider, context, bootstrap.kubeconfig)
     for name, value in cluster.outputs.exports().items():
         pulumi.export(name, value)

@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 # The orchestrator's state (known_hosts, runner work folders, inventories) goes to a temporary
-# folder for the tests' session, never to the checkout's .lab/ (lab/inventory.py reads it).
+# folder for the tests' session, never to the checkout's .lab/ (lab/bootstrap/inventory.py reads it).
 STATE_VARIABLE = "K8SCIFAR_STATE_DIR"
 _OWN_STATE = None
 if not os.environ.get(STATE_VARIABLE):

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from lab import testbed
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import load_stack
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
 from lab.testbed import aptproxy, ddp
 from lab.testbed.layout import CACHE_ROOT
 
@@ -49,9 +49,9 @@ def bootstrap_times() -> tuple[float, float, float]:
     provider = HostBootstrapProvider()
     inputs = bootstrap_inputs(lab, STACK)
     outs: dict[str, object] = {}
-    first = timed(lambda: outs.update(provider.create(inputs).outs))
+    first = timed(lambda: outs.update(provider.create(inputs).outs or {}))
     again: dict[str, object] = {}
-    second = timed(lambda: again.update(provider.update("hosts-testbed", outs, inputs).outs))
+    second = timed(lambda: again.update(provider.update("hosts-testbed", outs, inputs).outs or {}))
     if again["changed"] != {n.name: 0 for n in lab.nodes}:
         raise SystemExit(f"the second site.yml run changed something: {again['changed']}")
     reset = timed(lambda: provider.delete("hosts-testbed", outs))

@@ -136,7 +136,7 @@ def side_by_side(
     run after run in turn (so all meet the same load), one thread, the same data and batch;
     training time only on every side, the first epoch of each run left out."""
     quick = ["--batch-size", str(batch), "--epochs", str(epochs), "--tta", "0", "--no-epoch-eval"]
-    runs: dict[str, list[float]] = {name: [] for name in variants} | {"airbench94": []}
+    runs: dict[str, list[float]] = {name: [] for name in [*variants, "airbench94"]}
     for round_ in range(ROUNDS):
         for variant, flags in variants.items():
             name = f"side-{batch}-{variant}-{round_}".replace(" ", "-")
@@ -390,7 +390,8 @@ def main() -> None:
             trained_on = provenance(dataset)
             syncs = gpu_syncs_per_step(work)
             print(f"host waits per step: {syncs:g}", flush=True)
-            variants = {"trainer": []} | ({"trainer compiled": ["--compile"]} if args.compiled else {})
+            variants: dict[str, list[str]] = {"trainer": []}
+            variants |= {"trainer compiled": ["--compile"]} if args.compiled else {}
             side = side_by_side(dataset, work, GPU_BATCH, GPU_EPOCHS, variants)
             seeds = gpu_runs(dataset, work) if trained_on == CIFAR10 else None
             load = (load_before, load_average())

@@ -64,8 +64,8 @@ def _no_checkpoint(run: train.Run) -> None:
 def _one_batch(run: train.Run) -> None:
     images, labels = next(run.loader.batches(0))
 
-    def batches(epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for _ in range(start, run.loader.steps_per_epoch):
+    def batches(epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for _ in range(start_step, run.loader.steps_per_epoch):
             yield images, labels
 
     run.loader.batches = batches  # type: ignore[method-assign]

@@ -63,7 +63,8 @@ def main() -> int:
         return 2
     cached = any(CACHE_ROOT.glob("base-*"))
     load = os.getloadavg()[0]
-    walls, steps = [], {}
+    walls: list[float] = []
+    steps: dict[str, list[float]] = {}
     for _ in range(args.repeat):
         wall, found = one_run()
         walls.append(wall)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command that runs every check of the project: linters, then the whole test suite.
+# One command that runs every check of the project: linters, the type checker, then the whole test suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k config).
 # --fast, first: the inner loop, leaving out the tests marked slow (real plays, trainer runs, the
 # test machines, a package install); CI runs them all.
@@ -14,6 +14,8 @@ fi
 
 ruff check .
 ruff format --check .
+# Types, as pyproject.toml's [tool.mypy] sets them (lab/, trainer/, __main__.py, benchmarks/).
+mypy
 # Only the files the repository ships: a stack file an operator added to stacks/ is theirs.
 git ls-files -z -- '*.yml' '*.yaml' | xargs -0 yamllint --strict
 ansible-lint --offline ansible/

@@ -1,10 +1,10 @@
 """Each fact two layers share is written once: the trainer's names in trainer/contract.py, the
-cluster's ports and networks in lab/config.py, which the roles receive through the inventory.
+cluster's ports and networks in lab/config/facts.py, which the roles receive through the inventory.
 
 The first scan reads every string literal of lab/ and trainer/ (the syntax tree's constants, so
 docstrings and messages that mention a name in a sentence do not count) and fails on one equal to
 a value of the contract, outside the contract itself and the few places listed below. The second
-fails on a port or network of lab/config.py written in an Ansible role.
+fails on a port or network of lab/config/facts.py written in an Ansible role.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lab import config
-from lab.cli import runfolders
-from lab.kubeconfig import API_PORT
+from lab.cli.support import runfolders
+from lab.config.facts import API_PORT
 from trainer import contract
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,17 +26,19 @@ SCANNED = ("lab", "trainer")
 ALLOWED = {
     # runfolders.py travels alone to the NFS server's python3, so it cannot import the contract;
     # test_run_folder_names_match_the_contract holds its copy equal.
-    ("lab/cli/runfolders.py", contract.STATUS_FILE),
-    ("lab/cli/runfolders.py", contract.SUMMARY_FILE),
-    ("lab/cli/runfolders.py", contract.METRICS_FILE),
-    ("lab/cli/runfolders.py", contract.CHECKPOINTS_DIR),
+    ("lab/cli/support/runfolders.py", contract.STATUS_FILE),
+    ("lab/cli/support/runfolders.py", contract.SUMMARY_FILE),
+    ("lab/cli/support/runfolders.py", contract.METRICS_FILE),
+    ("lab/cli/support/runfolders.py", contract.CHECKPOINTS_DIR),
     # The runs share's folder on the NFS export, not the pods' mount point.
-    ("lab/cli/runsource.py", contract.RUNS_MOUNT),
+    ("lab/cli/support/runsource.py", contract.RUNS_MOUNT),
     # "none" and "latest" meaning something else: no gang scheduler, no stack, no GPU fact, an empty cell, no
     # OpenTelemetry exporter, the status document's newest-epoch key, torch's per-image losses.
-    ("lab/config.py", contract.NO_COMPRESSION),
-    ("lab/docs.py", contract.NO_COMPRESSION),
-    ("lab/cli/preflight.py", contract.NO_COMPRESSION),
+    ("lab/config/checks.py", contract.NO_COMPRESSION),
+    ("lab/config/loading.py", contract.NO_COMPRESSION),
+    ("lab/config/workload.py", contract.NO_COMPRESSION),
+    ("lab/config/reference.py", contract.NO_COMPRESSION),
+    ("lab/cli/support/preflight.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.LATEST_CHECKPOINT),
     ("lab/cluster/registry.py", contract.NO_COMPRESSION),
@@ -91,7 +93,7 @@ def test_run_folder_names_match_the_contract() -> None:
 
 
 def _network_facts() -> set[str]:
-    """The ports and networks lab/config.py hands the roles, as they would be written in YAML."""
+    """The ports and networks lab/config/facts.py hands the roles, as they would be written in YAML."""
     ports = {
         API_PORT,
         config.KUBELET_PORT,
@@ -105,7 +107,7 @@ def _network_facts() -> set[str]:
 
 
 def role_repeats(roles: Path) -> list[str]:
-    """`file:line: value` for each of lab/config.py's ports and networks written in a role."""
+    """`file:line: value` for each of lab/config/facts.py's ports and networks written in a role."""
     facts = _network_facts()
     pattern = re.compile(r"(?<![\w.])(" + "|".join(re.escape(f) for f in sorted(facts)) + r")(?![\w.])")
     found = []

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.locks import OPERATOR_LOCK, ROOT
+from lab.cli.support.locks import OPERATOR_LOCK
+from lab.paths import ROOT
 from tests.cli.test_imports import commands
 
 MAX_BYTES = 1_500_000_000
 # The orchestrator's packages beside what the Pulumi program (__main__.py) imports itself.
-ORCHESTRATOR = ("import lab", "import lab.cluster", "import lab.hosts", "import lab.cli")
+ORCHESTRATOR = ("import lab", "import lab.cluster", "import lab.bootstrap.resource", "import lab.cli")
 
 
 def _pypi_only() -> dict[str, str]:

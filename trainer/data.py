@@ -105,8 +105,9 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
 # Python 2 originals, numpy._core in files numpy 2 writes) and, in protocol-2 files written by
 # Python 3, the bytes decoder. Anything else (os.system, builtins.eval, ...) is refused.
 _ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
+    # numpy's stubs leave out its private _core, which holds the function at run time.
+    ("numpy.core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,  # type: ignore[attr-defined]
+    ("numpy._core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,  # type: ignore[attr-defined]
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
     ("_codecs", "encode"): _latin1_encode,

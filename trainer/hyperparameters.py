@@ -92,12 +92,14 @@ def _number(value: float) -> str:
 
 
 # Keyed by the trainer's option names (its flags without `--`, dashes as underscores).
+# The most epochs a run may ask for; the loader's first flip stream lies beyond it.
+MAX_EPOCHS = 1000
 RULES: dict[str, Rule] = {
     "lr": Rule(float, 0, 100, low_open=True, unit="peak learning rate"),
     "batch_size": Rule(
         int, 1, CIFAR10_TRAIN_IMAGES, unit="images per step over all ranks, CIFAR-10's training set at most"
     ),
-    "epochs": Rule(int, 1, 1000),
+    "epochs": Rule(int, 1, MAX_EPOCHS),
     "weight_decay": Rule(float, 0, 1, high_open=True),
     "momentum": Rule(float, 0, 1, high_open=True),
     "label_smoothing": Rule(float, 0, 1, high_open=True),

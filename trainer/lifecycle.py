@@ -122,8 +122,9 @@ def _best(summary: dict[str, Any] | None) -> float | None:
     """A completed run's best test accuracy; None when there is no such run (or its figure is not a
     number, so the run finishes again from its checkpoint)."""
     best = summary.get("best_test_acc") if summary else None
-    valid = isinstance(best, int | float) and not isinstance(best, bool) and math.isfinite(best)
-    return float(best) if valid else None
+    if isinstance(best, int | float) and not isinstance(best, bool) and math.isfinite(best):
+        return float(best)
+    return None
 
 
 def _train(run: Run, stop: StopSignal, start: Start) -> dict[str, Any] | None:

@@ -99,7 +99,10 @@ def _value(name: str, value: Any, where: str) -> Any:
 
 def _check_range(name: str, bounds: dict[str, Any]) -> None:
     low, high = bounds.get("min"), bounds.get("max")
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)):
+    if not (isinstance(low, int | float) and isinstance(high, int | float)) or bool in (
+        type(low),
+        type(high),
+    ):
         raise SweepError(f"range {name!r} needs numeric 'min' and 'max' (got {bounds!r})")
     if not low < high:
         raise SweepError(f"range {name!r}: min ({low}) must be below max ({high})")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 
+from lab.bootstrap.kubeconfig import KubeconfigError
+from lab.bootstrap.playbook import PlaybookError
 from lab.cli import doctor, hosts, init, render, results, status, try_local, validate, wait
-from lab.cli.console import CliError, print_error
-from lab.cli.signals import Stopped, stopped_like_ctrl_c
+from lab.cli.support.console import CliError, print_error
+from lab.cli.support.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
-from lab.kubeconfig import KubeconfigError
-from lab.playbook import PlaybookError
-from lab.ssh import SshError
+from lab.remote.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
 EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli import bandwidth, preflight
-from lab.cli.console import CliError, Finding, Level, console, plural, print_findings
-from lab.cli.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
-from lab.cli.stackarg import add_stack_option, load
+from lab.cli.support import bandwidth, operator_checks, preflight
+from lab.cli.support.console import CliError, Finding, Level, console, plural, print_findings
+from lab.cli.support.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
+from lab.cli.support.stackarg import add_stack_option, load
 from lab.config import Compression, LabConfig, Placement
-from lab.ssh import Remote, SshError
+from lab.remote.ssh import Remote, SshError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -38,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
     findings = []
     if not args.nodes_only:
         with console.status("checking the operator's machine"):
-            findings += [preflight.pulumi_cli(), preflight.python_dependencies(), preflight.python_imports()]
+            findings += [
+                operator_checks.pulumi_cli(),
+                operator_checks.python_dependencies(),
+                operator_checks.python_imports(),
+            ]
     machines: dict[str, str] = {}
     for node in cfg.nodes:
         with console.status(f"checking {node.name} ({node.address})"):

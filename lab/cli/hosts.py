@@ -1,7 +1,7 @@
 """`labctl hosts up|down`: the host bootstrap without the Pulumi CLI.
 
-The same provider code `pulumi up` and `pulumi destroy` run (lab/hosts.py): site.yml or reset.yml
-through lab.playbook in a fresh process, with the same progress lines. What Pulumi would keep in
+The same provider code `pulumi up` and `pulumi destroy` run (lab/bootstrap/resource.py): site.yml or reset.yml
+through lab.bootstrap.playbook in a fresh process, with the same progress lines. What Pulumi would keep in
 its state (the join secrets, the kubeconfig) is kept in the stack's private state folder instead,
 so a second `hosts up` keeps the tokens and changes nothing on a converged lab.
 """
@@ -17,12 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lab.cli.console import CliError, console
-from lab.cli.stackarg import add_stack_option, flags, load
+from lab.bootstrap.inventory import stack_state_dir
+from lab.bootstrap.playbook import PlaybookError, log_file
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, runner_dir
+from lab.cli.support.console import CliError, console
+from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import LabConfig
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs, runner_dir
-from lab.inventory import STATE_DIR, stack_state_dir
-from lab.playbook import PlaybookError, log_file
+from lab.paths import STATE_DIR
 
 RESOURCE_ID = "hosts-{stack}"
 
@@ -82,6 +83,8 @@ def up(cfg: LabConfig, stack: str, verbose: bool = False, log_copy: Path | None 
             outs = provider.update(RESOURCE_ID.format(stack=stack), old, inputs).outs
         else:
             outs = provider.create(inputs).outs
+    if outs is None:  # the provider always returns its outputs; Pulumi's result type allows none
+        raise RuntimeError("the host bootstrap returned no outputs")
     _write_private(record, json.dumps(outs))
     if outs["kubeconfig"]:
         _write_private(kubeconfig_file(stack), outs["kubeconfig"])

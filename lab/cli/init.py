@@ -12,9 +12,9 @@ from pathlib import Path
 from rich.prompt import Prompt
 from rich.table import Table
 
-from lab.cli.console import CliError, console
-from lab.cli.stackarg import add_stack_option
-from lab.cli.stackfile import render_stack
+from lab.cli.support.console import CliError, console
+from lab.cli.support.stackarg import add_stack_option
+from lab.cli.support.stackfile import render_stack
 from lab.config import (
     Distribution,
     HostKeyPolicy,
@@ -29,7 +29,7 @@ from lab.config import (
     read_stack_values,
     stack_file,
 )
-from lab.ssh import Remote, sudo_fix
+from lab.remote.ssh import Remote, sudo_fix
 
 NODE_SPEC = re.compile(r"^(?:(?P<name>[^=@]+)=)?(?P<user>[^=@]+)@(?P<address>[^=@]+)$")
 # Placeholder name while the node's hostname is not known yet.

@@ -1,6 +1,6 @@
 """`labctl render`: the cluster objects the Pulumi program declares, as manifests for `kubectl apply -f`.
 
-The program runs under the engine's mocks (lab/program_run.py), so no Pulumi CLI, plugin or
+The program runs under the engine's mocks (lab/cluster/program_run.py), so no Pulumi CLI, plugin or
 cluster is needed, and every object is written exactly as the program declares it. The
 kubeconfig and the join secrets belong to the provider and the host bootstrap, which are not
 Kubernetes objects, so they are never written.
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from lab.cli.console import CliError, console, plural
 from lab.cli.hosts import kubeconfig_file
-from lab.cli.stackarg import add_stack_option, flags, load
+from lab.cli.support.console import CliError, console, plural
+from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import read_stack_values, stack_file
 
 if TYPE_CHECKING:
-    from lab.program_run import ProgramRun
+    from lab.cluster.program_run import ProgramRun
 
 # `kubectl apply -f DIR` takes the files in name order: what others refer to comes first.
 ORDER = (
@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def manifests(program: ProgramRun) -> list[dict[str, Any]]:
     """Every Kubernetes object of the run as the API takes it, in the order to apply them."""
-    from lab.program_run import kubernetes_object
+    from lab.cluster.program_run import kubernetes_object
 
     objects = []
     for resource in program.kubernetes_objects():
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     values = read_stack_values(stack_file(args.stack, args.stacks_dir))
     with console.status(f"running the program for stack {args.stack} (no engine, nothing deployed)"):
         # Imported here: the program pulls in pulumi_kubernetes, which no other command needs.
-        from lab.program_run import run_program
+        from lab.cluster.program_run import run_program
 
         program = run_program(args.stack, values)
         objects = manifests(program)

@@ -9,9 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.console import CliError, console
-from lab.cli.runsource import runs_source
-from lab.cli.stackarg import add_stack_option
+from lab.cli.support.console import CliError, console
+from lab.cli.support.runsource import runs_source
+from lab.cli.support.stackarg import add_stack_option
 from trainer import report
 from trainer.contract import CIFAR10, TRAINED_ON
 

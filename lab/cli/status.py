@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.console import CliError, console, errors
-from lab.cli.pods import Rank, gpu_node_lines, training_ranks
-from lab.cli.runsource import runs_source
-from lab.cli.stackarg import add_stack_option, flags, load
+from lab.cli.support.console import CliError, console, errors
+from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
+from lab.cli.support.runsource import runs_source
+from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
 from trainer.contract import TRAINED_ON
 
@@ -76,7 +76,7 @@ def what_starts_a_run(args: argparse.Namespace) -> str:
 def progress(run: dict[str, Any]) -> dict[str, Any]:
     """status.json's fields, filled in from the last metrics line and the summary where it has none."""
     status = run.get("status") or {}
-    latest = status.get("latest") if isinstance(status.get("latest"), dict) else {}
+    latest = status["latest"] if isinstance(status.get("latest"), dict) else {}
     summary = run.get("summary") or {}
     last = run.get("last_metrics") or {}
     merged: dict[str, Any] = {"state": "complete" if summary else "unknown", "epochs": summary.get("epochs")}
@@ -104,7 +104,16 @@ def _format(key: str, value: Any) -> str:
     return str(value)
 
 
-ROWS = (TRAINED_ON, "state", "epoch", "epochs", "step", "world_size", "train_loss", "test_acc")
+ROWS: tuple[str, ...] = (
+    TRAINED_ON,
+    "state",
+    "epoch",
+    "epochs",
+    "step",
+    "world_size",
+    "train_loss",
+    "test_acc",
+)
 ROWS += ("images_per_second",)
 ROWS += ("eta_seconds", "restarts", "updated")
 

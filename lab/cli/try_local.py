@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import io
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -31,17 +30,18 @@ import yaml
 
 from lab import testbed
 from lab.cli import hosts
-from lab.cli.console import CliError, console
 from lab.cli.hosts import add_verbose_option
-from lab.cli.runsource import LocalRuns
-from lab.cli.signals import uninterrupted
+from lab.cli.support.console import CliError, console
+from lab.cli.support.runsource import LocalRuns
+from lab.cli.support.signals import uninterrupted
+from lab.cli.support.try_estimate import estimate, minutes_range
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
-from lab.inventory import STATE_DIR
+from lab.paths import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import CACHE_ROOT, Layout
 from lab.testbed.machines import login_command
-from lab.validate import validate
+from lab.validation.runner import validate
 from trainer import contract
 from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES
 
@@ -56,14 +56,6 @@ DOWNLOADED = CACHE_ROOT / "cifar-10"  # kept between runs, like the machines' pa
 GENERATED_IMAGES = (2048, 512)  # training, test
 EPOCHS = {"generated": 4, "real": 1}
 BOOTSTRAP_LOG = "bootstrap.log"  # in the run folder: site.yml's full log, every task's line
-# Rough figures on an idle 2-core machine (docs/benchmarks/try.md), for the estimate said up front.
-SECONDS = {"machines": 20, "first base tree": 60, "bootstrap": 50, "validation": 15, "teardown": 10}
-TRAINING_IMAGES_PER_S = 500  # two ranks of the narrow network together
-TRAINING_START_S = 15
-# Runs on the shared 2-core machine took 0.75 to 1.4 times the estimate (docs/benchmarks/try.md:
-# its median and slowest run, and a run of 2 min 55 s under load), so the range said up front is
-# the estimate times these.
-ESTIMATE_SPREAD = (0.75, 1.5)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -162,19 +154,6 @@ def _unwritable(out: Path) -> str | None:
     except OSError as err:
         return f"cannot write in {existing} ({err.strerror or err})"
     return None
-
-
-def _estimate(data_images: int, epochs: int) -> int:
-    seconds = sum(v for k, v in SECONDS.items() if k != "first base tree")
-    if not any(CACHE_ROOT.glob("base-*")):
-        seconds += SECONDS["first base tree"]
-    return seconds + TRAINING_START_S + data_images * epochs // TRAINING_IMAGES_PER_S
-
-
-def minutes_range(data_images: int, epochs: int) -> tuple[float, float]:
-    """The run's minutes, fastest and slowest, to the half minute, as said before it starts."""
-    low, high = (_estimate(data_images, epochs) * factor / 60 for factor in ESTIMATE_SPREAD)
-    return max(0.5, math.floor(low * 2) / 2), math.ceil(high * 2) / 2
 
 
 def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
@@ -287,7 +266,7 @@ def _train(lay: Layout, data: Dataset, epochs: int, name: str, runs: Path) -> No
     job = ddp.DdpJob(lay, ddp.small_run(data.root, runs, name, epochs), name, COLLECTIVE_TIMEOUT_S)
     job.start()
     try:
-        codes = _follow(job, timeout=_estimate(data.images, epochs) * 4)
+        codes = _follow(job, timeout=estimate(data.images, epochs) * 4)
     finally:
         job.stop()
     if codes != [0, 0]:

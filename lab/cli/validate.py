@@ -1,11 +1,12 @@
-"""`labctl validate`: the lab's testinfra suite against the stack's nodes (lab/validate.py runs it)."""
+"""`labctl validate`: the lab's testinfra suite against the stack's nodes (lab/validation/runner.py
+runs it)."""
 
 from __future__ import annotations
 
 import argparse
 
-from lab.cli.stackarg import add_stack_option, load
-from lab.validate import validate
+from lab.cli.support.stackarg import add_stack_option, load
+from lab.validation.runner import validate
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -15,12 +15,12 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lab.build_context import build_context
-from lab.cli.console import CliError, console, errors
-from lab.cli.pods import gpu_node_lines
-from lab.cli.runsource import RunsSource, runs_source
-from lab.cli.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cli.status import all_runs, progress
+from lab.cli.support.console import CliError, console, errors
+from lab.cli.support.pods import gpu_node_lines
+from lab.cli.support.runsource import RunsSource, runs_source
+from lab.cli.support.stackarg import DEFAULT_STACK, add_stack_option, flags, load
+from lab.cluster.build_context import build_context
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
 # worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.
@@ -64,7 +64,7 @@ def find(found: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((r for r in all_runs(found) if name in {r["name"], r["path"]}), None)
 
 
-def _fields(figures: dict[str, Any]) -> dict[str, str]:
+def _fields(figures: dict[str, Any]) -> dict[str, Any]:
     def number(key: str, text: str) -> str:
         value = figures.get(key)
         return text.format(value) if isinstance(value, int | float) else "-"
@@ -174,8 +174,9 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
         raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
     name = args.run
+    stack: str = args.stack or DEFAULT_STACK
     if args.runs_dir is None or args.stack is not None:
-        args.stack = args.stack or DEFAULT_STACK
+        args.stack = stack
         cfg = load(args)
         # The name `pulumi up` gives the run from the same stack and the same checkout.
         # Imported here: lab.cluster declares objects through pulumi_kubernetes, which `labctl`
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
     where = f"--runs-dir {args.runs_dir}" if args.runs_dir is not None else flags(args)
     # Ranks that ask for GPUs no node offers never start: say so instead of waiting forever.
-    gpu_lines = [] if args.runs_dir is not None else gpu_node_lines(cfg, args.stack, args.stacks_dir)
+    gpu_lines = [] if args.runs_dir is not None else gpu_node_lines(cfg, stack, args.stacks_dir)
     for line in gpu_lines:
         errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
     if gpu_lines:

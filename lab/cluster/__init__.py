@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.build_context import BuildContext
+from lab.cluster.build_context import BuildContext
 from lab.cluster.dataset import declare_dataset
 from lab.cluster.gang import declare_gang
 from lab.cluster.gpu import declare_gpu_support

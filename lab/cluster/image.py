@@ -1,6 +1,6 @@
 """The trainer image, built inside the cluster by rootless BuildKit: no Docker on the operator's machine.
 
-The build context (`lab.build_context`) travels in a ConfigMap; an init container unpacks it and
+The build context (`lab.cluster.build_context`) travels in a ConfigMap; an init container unpacks it and
 `buildctl-daemonless.sh` builds `images/trainer/Dockerfile` and pushes to the private registry.
 The ConfigMap and the Job are named after the context's content hash, which is also the image
 tag: an unchanged tree declares the same objects (nothing is built again), a changed one
@@ -28,14 +28,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.apparmor import BUILD_PROFILE
-from lab.build_context import DOCKERFILE, BuildContext
 from lab.cluster import digest_record
+from lab.cluster.build_context import DOCKERFILE, BuildContext
 from lab.cluster.pods import mount, pod_security
 from lab.cluster.registry import REPOSITORY, Registry, image_by_digest, image_reference
-from lab.cluster.scope import Scope, kubernetes_minor
+from lab.cluster.scope import Scope
 from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.versions import BUILDKIT_IMAGE
+from lab.config.facts import BUILD_PROFILE
 
 APP = "trainer"
 COMPONENT = "build"
@@ -89,7 +89,7 @@ def _build_security(scope: Scope, container: str) -> tuple[dict[str, object], di
     """Pod metadata (annotations) and container security that let rootless BuildKit create user namespaces.
 
     The runtime's default seccomp and AppArmor profiles forbid the mounts and `unshare` that
-    rootlesskit needs. The lab's AppArmor profile (lab/apparmor.py, loaded on the nodes by the
+    rootlesskit needs. The lab's AppArmor profile (lab/config/facts.py, loaded on the nodes by the
     prereq role) is unconfined but also allows user namespaces where Ubuntu 24.04 restricts them,
     which `Unconfined` does not. BuildKit still runs as an unprivileged user with no added capability.
     """
@@ -99,7 +99,7 @@ def _build_security(scope: Scope, container: str) -> tuple[dict[str, object], di
         "runAsNonRoot": True,
         "seccompProfile": {"type": "Unconfined"},
     }
-    if kubernetes_minor(scope.lab) >= 30:  # the field replaced the annotation in 1.30
+    if scope.lab.kubernetes_minor >= 30:  # the field replaced the annotation in 1.30
         security["appArmorProfile"] = {"type": "Localhost", "localhostProfile": BUILD_PROFILE}
         return {}, security
     return {

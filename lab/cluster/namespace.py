@@ -14,7 +14,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.labels import labels
-from lab.cluster.scope import kubernetes_minor
 from lab.cluster.security import PRIVILEGED, namespace_level, pod_security_labels
 from lab.config import BUILD_NAMESPACE_SUFFIX, GPU_NAMESPACE_SUFFIX, LabConfig
 
@@ -41,7 +40,7 @@ def lab_namespace(
     resource: str, lab: LabConfig, name: str, level: str, provider: k8s.Provider, parent: pulumi.Resource
 ) -> k8s.core.v1.Namespace:
     """A namespace the lab creates, and so removes on destroy, enforcing Pod Security `level`."""
-    pod_security = pod_security_labels(level, kubernetes_minor(lab))
+    pod_security = pod_security_labels(level, lab.kubernetes_minor)
     return k8s.core.v1.Namespace(
         resource,
         # The lab's labels name the lab's namespace as their instance, whichever namespace this is.

@@ -30,8 +30,7 @@ import pulumi_kubernetes as k8s
 
 from lab.cluster import dataset, image, observability, registry, training
 from lab.cluster.scope import Scope
-from lab.config import EPHEMERAL_PORTS
-from lab.kubeconfig import API_PORT
+from lab.config.facts import API_PORT, EPHEMERAL_PORTS
 
 APP = "k8scifar"
 COMPONENT = "network-policy"

@@ -7,13 +7,16 @@ every one of them to the same rules.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.cluster import security
 from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.storage import DATASETS, RUNS, Storage
 from lab.config import LabConfig
 from trainer import contract
+
+if TYPE_CHECKING:
+    import pulumi
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
@@ -84,7 +87,7 @@ def training_resources(lab: LabConfig, ranks: int = 1) -> dict[str, Any]:
 
 
 def trainer_container(
-    image: str, args: list[str], mounts: list[dict[str, Any]], **fields: Any
+    image: pulumi.Input[str], args: list[str], mounts: list[dict[str, Any]], **fields: Any
 ) -> dict[str, Any]:
     """A container of the trainer image, unprivileged."""
     return {

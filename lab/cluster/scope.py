@@ -13,11 +13,6 @@ from lab.cluster.live_jobs import replace_if_failed
 from lab.config import LabConfig
 
 
-def kubernetes_minor(lab: LabConfig) -> int:
-    """The configured Kubernetes minor version, for fields that only newer clusters know."""
-    return int(lab.kubernetes_version.split(".")[1])
-
-
 @dataclass(frozen=True)
 class Scope:
     lab: LabConfig

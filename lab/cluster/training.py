@@ -2,7 +2,7 @@
 
 The StatefulSet gives each pod a stable name and ordinal; the headless Service gives rank 0 a
 stable DNS name that every pod's torchrun rendezvouses at. Each pod is one torchrun node
-(`python -m trainer launch`) with one worker per GPU it holds (lab.world), placed by its
+(`python -m trainer launch`) with one worker per GPU it holds (lab.config.world), placed by its
 environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, PET_NPROC_PER_NODE, RANK). A pod turns Ready
 once its ranks have joined the process group and trained a step, so `pulumi up` returns when
 every rank trains; when the run is complete, rank 0 scales the StatefulSet to zero.
@@ -32,7 +32,7 @@ from lab.cluster.pods import (
     training_volumes,
 )
 from lab.cluster.release import ReleaseRights, declare_release_rights
-from lab.cluster.scope import Scope, kubernetes_minor
+from lab.cluster.scope import Scope
 from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
 from trainer import contract
@@ -101,7 +101,7 @@ def _rank_env(lab: LabConfig) -> list[dict[str, Any]]:
         # The kubelet expands $(POD_NAME), declared above, into this pod's own DNS name.
         {"name": contract.LAB_LOCAL_ADDR, "value": pod_address(lab, f"$({contract.POD_NAME})")},
     ]
-    if kubernetes_minor(lab) >= POD_INDEX_LABEL_MINOR:
+    if lab.kubernetes_minor >= POD_INDEX_LABEL_MINOR:
         env.append(field_env(contract.RANK, f"metadata.labels['{POD_INDEX_LABEL}']"))
     return env
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.cli.pods import ranks
+from lab.cli.support.pods import ranks
 from tests.cli.conftest import assert_one_line_error, labctl, write_stack
 
 COMMANDS = ("init", "doctor", "validate", "status", "results")

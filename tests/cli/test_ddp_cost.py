@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.cli.ddp_cost import Advice, ddp_cost, ring_allreduce_seconds
+from lab.cli.support.ddp_cost import Advice, ddp_cost, ring_allreduce_seconds
 from lab.config import Model
 
 GBE = 1e9

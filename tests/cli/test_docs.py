@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 from lab.config import LabConfig
-from lab.docs import TARGET, render, stale
+from lab.config.reference import TARGET, render, stale
 
 
 def test_committed_reference_matches_the_model() -> None:
     diff = stale()
-    assert diff == [], "docs/configuration.md is stale; run `python -m lab.docs`\n" + "".join(diff)
+    fix = "docs/configuration.md is stale; run `python -m lab.config.reference`\n"
+    assert diff == [], fix + "".join(diff)
 
 
 def test_a_stale_reference_is_caught(tmp_path: Path) -> None:
@@ -32,6 +33,6 @@ def test_every_key_of_the_model_is_documented() -> None:
 
 def test_the_check_command_exits_by_freshness() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "lab.docs", "--check"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "lab.config.reference", "--check"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout

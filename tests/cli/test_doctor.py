@@ -10,19 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.preflight import (
+from lab.cli.support.locks import OPERATOR_LOCK
+from lab.cli.support.operator_checks import python_dependencies, python_imports
+from lab.cli.support.preflight import (
     ACTIVE_FIREWALL_SCRIPT,
     existing_cluster_finding,
     firewall_finding,
     gpu_findings,
     ports_finding,
-    python_dependencies,
-    python_imports,
     uid_finding,
     userns_finding,
 )
 from lab.config import LabConfig, Node
-from lab.locks import OPERATOR_LOCK
 from tests.cli.conftest import labctl, loopback_values, node, write_stack
 from tests.support.sshd import AGENT, NOWHERE, SERVER, Sshd
 
@@ -140,8 +139,8 @@ def test_ports_finding_reads_the_nodes_listening_sockets() -> None:
 
 
 def test_gpu_finding_holds_the_driver_and_gpus_to_the_image_s_cuda() -> None:
-    """nvidia-smi --query-gpu=driver_version,compute_cap lines, one per GPU (lab/nvidia.py: CUDA 13.0
-    needs the 580 series, and its wheels run on compute capability 7.5 to 12.0)."""
+    """nvidia-smi --query-gpu=driver_version,compute_cap lines, one per GPU (lab/config/facts.py:
+    CUDA 13.0 needs the 580 series, and its wheels run on compute capability 7.5 to 12.0)."""
     node = Node(name="g", address="10.0.0.1", user="u", role="server", gpus=2)
 
     def finding(gpu_info: str) -> tuple[str, str]:

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from lab.cli import main, pods
+from lab.cli import main
+from lab.cli.support import pods
 from lab.config import load_stack
 
 HEALTHY = {"gpu-a": "1", "gpu-b": "1"}

@@ -1,5 +1,5 @@
 """What `labctl` and the docs generator load: the operator's commands stay clear of the trainer's
-torch and of pulumi_kubernetes (which only the Pulumi program needs), and lab.docs of the CLI."""
+torch and of pulumi_kubernetes (which only the Pulumi program needs), and lab.config.reference of the CLI."""
 
 from __future__ import annotations
 
@@ -56,6 +56,6 @@ def test_the_check_sees_a_heavy_import() -> None:
 
 
 def test_the_docs_generator_does_not_load_the_cli() -> None:
-    modules = imported("-c", "import lab.docs")
-    assert "lab.docs" in modules
+    modules = imported("-c", "import lab.config.reference")
+    assert "lab.config.reference" in modules
     assert {m for m in modules if m.startswith("lab.cli")} == set()

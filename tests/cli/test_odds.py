@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from lab.cli import build_parser
-from lab.cli.console import one_line, plural
-from lab.cli.preflight import PULUMI_INSTALL
-from lab.cli.try_local import EPOCHS, GENERATED_IMAGES, minutes_range
+from lab.cli.support.console import one_line, plural
+from lab.cli.support.operator_checks import PULUMI_INSTALL
+from lab.cli.support.try_estimate import minutes_range
+from lab.cli.try_local import EPOCHS, GENERATED_IMAGES
 from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
-from lab.inventory import STATE_DIR
+from lab.paths import STATE_DIR
 from tests.cli.conftest import loopback_values, node, write_stack
 from tests.shipped import ROOT, shipped_stacks
 from tests.support.network import free_port

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from pulumi.dynamic import CreateResult
 
+from lab.bootstrap.resource import HostBootstrapProvider
 from lab.cli.hosts import kubeconfig_file, record_file, up
+from lab.cluster.program_run import FAKE_KUBECONFIG, FAKE_TOKEN, run_program
 from lab.config import load_stack, read_stack_values, stack_file
-from lab.hosts import HostBootstrapProvider
-from lab.program_run import FAKE_KUBECONFIG, FAKE_TOKEN, run_program
 from tests.cli.conftest import assert_one_line_error, labctl, node, write_stack
 from tests.support.sshd import NOWHERE, Sshd
 

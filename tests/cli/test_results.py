@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.runsource import LocalRuns
+from lab.cli.support.runsource import LocalRuns
 from tests.cli.conftest import TINY, assert_one_line_error, labctl, loopback_values, write_stack
 from tests.support.sshd import SERVER, Sshd
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from lab.config import load_stack
-from lab.validate import write_inventory
+from lab.validation.runner import write_inventory
 from tests.cli.conftest import Result, labctl, loopback_values, node, write_stack
 from tests.support.sshd import AGENT, NOWHERE, SERVER, Sshd
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.build_context import build_context
+from lab.cluster.build_context import build_context
 from lab.cluster.training import run_name
 from lab.config import load_stack
 from lab.config import stack_file as stack_path

@@ -330,7 +330,7 @@ UNSAFE = [
         "unreleased patch",
         _with("kubernetesVersion", "1.33.99"),
         "k8scifar:kubernetesVersion",
-        "raise KNOWN_PATCHES in lab/config.py",
+        "raise KNOWN_PATCHES in lab/config/facts.py",
     ),
     # What the ranks and the dataset allow.
     ("batch the ranks cannot split", _with("trainer.batchSize", 1023), "k8scifar:trainer.batchSize", "1022"),

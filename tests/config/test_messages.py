@@ -3,12 +3,17 @@ a traceback or a message about something else; what `pulumi up` accepts, labctl 
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from lab.cli.console import one_line
-from lab.config import ConfigError, load_stack, parse_config
+from lab.cli.support.console import one_line
+from lab.config import ConfigError, LabConfig, load_stack, parse_config
+from lab.config.fields import nested_model
+from lab.config.messages import PATTERN_RULES
 from tests.cli.conftest import assert_one_line_error, labctl
 
 # The reference lab without GPUs, as a newcomer copies it from stacks/.
@@ -131,3 +136,22 @@ def test_keys_of_other_namespaces_are_left_to_them_as_pulumi_up_does(tmp_path: P
     line = _message(tmp_path, _stack(extra="  k8scfar:namespace: lab-one\n  namespace: lab-two\n"))
     assert "k8scfar:namespace: no such namespace 'k8scfar'; the lab's keys are k8scifar:namespace" in line
     assert "namespace: keys must be written k8scifar:NAME" in line
+
+
+def _patterns(model: type[BaseModel]) -> Iterator[tuple[str, str]]:
+    """(key, pattern) of each string key of `model` and the models it holds that has a pattern."""
+    for name, field in model.model_fields.items():
+        for annotation in (field.annotation, *typing.get_args(field.annotation)):
+            for meta in (*field.metadata, *getattr(annotation, "__metadata__", ())):
+                pattern = getattr(meta, "pattern", None)
+                if isinstance(pattern, str):
+                    yield name, pattern
+        nested = nested_model(field.annotation)
+        if nested is not None:
+            yield from _patterns(nested)
+
+
+def test_every_pattern_a_key_must_match_has_its_own_message() -> None:
+    found = dict(_patterns(LabConfig))
+    assert {"name", "user", "interface", "namespace"} <= set(found)
+    assert [key for key, pattern in found.items() if pattern not in PATTERN_RULES] == []

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from lab.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}

@@ -30,6 +30,11 @@ from pulumi.runtime.proto.provider_pb2_grpc import ResourceProviderStub
 
 URN = "urn:pulumi:demo::k8scifar::pulumi-python:dynamic/k8scifar:HostBootstrap::hosts"
 PROVIDER_KEY = "__provider"
+# `__provider` as states written before the bootstrap moved from lab/hosts.py to
+# lab/bootstrap/resource.py hold it: serialize_provider(HostBootstrapProvider()) of that release.
+PROVIDER_BEFORE_THE_MOVE = (
+    "gASVOQAAAAAAAACMCWxhYi5ob3N0c5SMFUhvc3RCb290c3RyYXBQcm92aWRlcpSTlCmBlH2UjAd2ZXJib3NllIlzYi4="
+)
 # How long one call may take: a playbook run on this machine takes a few seconds.
 CALL_TIMEOUT_S = 120
 

@@ -14,10 +14,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.bootstrap.inventory import build_inventory
+from lab.bootstrap.tokens import new_tokens, playbook_secrets
 from lab.config import LabConfig, load_stack
-from lab.inventory import build_inventory
-from lab.playbook import ANSIBLE_DIR
-from lab.tokens import new_tokens, playbook_secrets
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
 
 ROLES = ANSIBLE_DIR / "roles"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lab.bootstrap.inventory import build_inventory
 from lab.config import SkipStep, load_stack
-from lab.inventory import build_inventory
-from lab.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 from tests.shipped import shipped_stacks
 
 ROLES = sorted(p for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())

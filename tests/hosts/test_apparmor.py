@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.apparmor import BUILD_PROFILE
-from lab.playbook import ANSIBLE_DIR
+from lab.config.facts import BUILD_PROFILE
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import render_template, run_tasks
 from tests.program.harness import containers, run_program
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lab.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import run_tasks
 from tests.support.gpg import Key
 from tests.support.network import serving

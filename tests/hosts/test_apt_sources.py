@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from lab.config import load_stack
-from lab.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import run_play
 from tests.shipped import shipped_stacks
 from tests.support.gpg import USER_ID, Key, gnupg_home
@@ -62,10 +62,10 @@ NVIDIA_GUIDE_LIST = (
 )
 
 
-def kubeadm_guide_list(minor: str) -> str:
+def kubeadm_guide_list(minor: int) -> str:
     return (
         "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] "
-        f"https://pkgs.k8s.io/core:/stable:/v{minor}/deb/ /\n"
+        f"https://pkgs.k8s.io/core:/stable:/v1.{minor}/deb/ /\n"
     )
 
 
@@ -248,7 +248,7 @@ def test_apt_refuses_a_second_source_with_another_keyring(
 
 DEB822_KUBEADM = (
     "Types: deb\n"
-    f"URIs: https://pkgs.k8s.io/core:/stable:/v{KUBEADM_MINOR}/deb/\n"
+    f"URIs: https://pkgs.k8s.io/core:/stable:/v1.{KUBEADM_MINOR}/deb/\n"
     "Suites: /\nSigned-By: /etc/apt/keyrings/kubernetes-apt-keyring.gpg\n"
 )
 # A file of that name with a keyring path is the machine's; the lab's of an earlier release had the
@@ -296,7 +296,7 @@ def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
 
 # Another minor's repository is another source, also where one minor's name begins the other's
 # (1.29 and 1.299).
-LONGER_MINOR = KUBEADM_MINOR + KUBEADM_MINOR[-1]
+LONGER_MINOR = KUBEADM_MINOR * 10 + KUBEADM_MINOR % 10
 NOT_SOURCES = [
     (KUBEADM, {"sources.list.d/kubernetes.list": "# " + GUIDES[KUBEADM][1]}),
     (KUBEADM, {"sources.list.d/kubernetes.list.save": GUIDES[KUBEADM][1]}),  # apt reads no *.save
@@ -443,7 +443,7 @@ def test_a_source_for_source_packages_only_stops_the_play_naming_it(key: Publish
     )
     assert done.returncode != 0
     assert (
-        f"{name.split('/')[-1]} names pkgs.k8s.io/core:/stable:/v{KUBEADM_MINOR}/deb for source packages"
+        f"{name.split('/')[-1]} names pkgs.k8s.io/core:/stable:/v1.{KUBEADM_MINOR}/deb for source packages"
         in done.stdout
     )
     assert _labs(etc_apt) == []

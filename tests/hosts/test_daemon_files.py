@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.playbook import ANSIBLE_DIR
-from lab.tokens import PLAYBOOK_VARIABLES
+from lab.bootstrap.tokens import PLAYBOOK_VARIABLES
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.containerd_rules import cri_settings, hosts_toml_problems
 from tests.hosts.exports_rules import can_run, run_exportfs
 from tests.hosts.k3s_rules import k3s_config_problems, registries_problems

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.checks import EXPORT_MARK as MARK
+from lab.validation.suite.checks import EXPORT_MARK as MARK
 from tests.hosts.local_play import run_tasks
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.bootstrap.inventory import cluster_network_vars
 from lab.config import Distribution
-from lab.inventory import cluster_network_vars
 from tests.hosts.local_play import run_tasks
 
 # ufw's answers the module reads (`--version`, `status verbose`); a rule is kept as the words of

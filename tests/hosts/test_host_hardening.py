@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lab.bootstrap.inventory import build_inventory
 from lab.config import LabConfig, load_stack
-from lab.inventory import build_inventory
-from lab.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
 from tests.hosts.render import render
 from tests.shipped import shipped_stacks

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.config import ConfigError, HostKeyPolicy, Node, Ssh, load_stack, parse_config
-from lab.inventory import (
+from lab.bootstrap.inventory import (
     LEGACY_KNOWN_HOSTS,
     build_inventory,
     known_hosts_file,
     ssh_common_args,
     with_known_hosts,
 )
-from lab.ssh import Remote
+from lab.config import ConfigError, HostKeyPolicy, Node, Ssh, load_stack, parse_config
+from lab.remote.ssh import Remote
 from tests.shipped import shipped_stacks
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
@@ -142,7 +142,7 @@ def test_an_inventory_stored_before_the_policy_variable_still_checks_host_keys()
 
 
 def test_labctl_reaches_ssh_with_whole_paths(tmp_path: Path) -> None:
-    """lab/ssh.py's own connections: the same options, and the key's path, whatever they hold."""
+    """lab/remote/ssh.py's own connections: the same options, and the key's path, whatever they hold."""
     key = tmp_path / "my keys" / "it's (lab) #1 $HOME ~x" / "id_ed25519"
     key.parent.mkdir(parents=True)
     key.write_text("a key\n")

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import apparmor
+from lab.bootstrap.inventory import cluster_network_vars, image_requirement_vars
 from lab.config import Distribution
-from lab.inventory import cluster_network_vars
 from tests.hosts.local_play import run_tasks
 
 RECORDING = 'echo "$(basename "$0") $*" >> "$LAB_TEST_CALLS"'
@@ -33,7 +32,7 @@ def test_reset_restores_settings_and_unloads_what_the_lab_loaded(tmp_path: Path)
         "lab_registry_port": 30500,
         "lab_trainer_port": 29500,
         "lab_trainer_host_network": False,
-        **apparmor.role_vars(),
+        **image_requirement_vars(),
         "prereq_sysctl_file": str(tmp_path / "90-k8scifar.conf"),
         "prereq_modules_file": str(tmp_path / "k8scifar-modules.conf"),
     }

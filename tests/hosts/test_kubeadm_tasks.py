@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.tokens import new_kubeadm_token
+from lab.bootstrap.tokens import new_kubeadm_token
 from tests.hosts.local_play import run_tasks
 
 DATA = Path(__file__).parent / "data"
@@ -120,7 +120,7 @@ def _join(work: Path) -> tuple[int, str]:
         "lab_server_name": "node",
         "lab_server_address": "10.77.0.11",
         "lab_api_port": 6443,
-        "lab_kubernetes_minor": "1.33",
+        "lab_kubernetes_minor": 33,
         "lab_kubeadm_token": new_kubeadm_token(),
         "kubeadm_ca_hash": "0" * 64,
         "kubeadm_config_file": str(work / "kubeadm.yaml"),

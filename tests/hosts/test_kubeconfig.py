@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from lab.kubeconfig import KubeconfigError, rewrite
+from lab.bootstrap.kubeconfig import KubeconfigError, rewrite
 from tests.hosts.conftest import KUBECONFIG
 
 KUBEADM = """\

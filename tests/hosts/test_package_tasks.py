@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from lab import nvidia
-from lab.playbook import ANSIBLE_DIR
+from lab.bootstrap.inventory import image_requirement_vars
+from lab.config import facts
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import kept_facts, run_tasks
 
 ROLES = ANSIBLE_DIR / "roles"
@@ -28,7 +29,7 @@ def _run(
 ) -> tuple[int, str, dict[str, Any]]:
     """`role`'s tasks/`tasks` on this machine; Ansible's exit status and output, and the facts in `names`."""
     done = run_tasks(
-        role, tasks, work, {**nvidia.role_vars(), **variables}, fakes, {"FAKE_DIR": str(work)}, names
+        role, tasks, work, {**image_requirement_vars(), **variables}, fakes, {"FAKE_DIR": str(work)}, names
     )
     return done.returncode, done.stdout + done.stderr, kept_facts(work)
 
@@ -268,5 +269,5 @@ def test_the_fallback_driver_is_of_a_series_the_image_runs_on() -> None:
     defaults = (ROLES / "nvidia" / "defaults" / "main.yml").read_text()
     package = yaml.safe_load(defaults)["nvidia_driver_package"]
     ubuntu = re.search(r"'(nvidia-driver-(\d+)[\w-]*)' if ansible_facts.distribution == 'Ubuntu'", package)
-    assert ubuntu and int(ubuntu.group(2)) >= nvidia.MIN_DRIVER_MAJOR, package
+    assert ubuntu and int(ubuntu.group(2)) >= facts.MIN_DRIVER_MAJOR, package
     assert package.endswith("else '' }}"), "Debian packages no driver of the series the image needs"

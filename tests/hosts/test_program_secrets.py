@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.hosts import SECRET_OUTPUTS, cluster_identifier
+from lab.bootstrap.resource import SECRET_OUTPUTS, cluster_identifier
+from tests.hosts.provider_host import PROVIDER_BEFORE_THE_MOVE
 from tests.program.harness import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN, ProgramRun, run_program
 
 
@@ -53,9 +55,10 @@ def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:
     main = tmp_path / "__main__.py"
     main.write_text(
         "import pulumi\n"
-        "from lab import config, hosts\n"
+        "from lab import config\n"
+        "from lab.bootstrap.resource import HostBootstrap, bootstrap_inputs\n"
         "lab = config.from_pulumi()\n"
-        "bootstrap = hosts.HostBootstrap('hosts', hosts.bootstrap_inputs(lab, pulumi.get_stack()))\n"
+        "bootstrap = HostBootstrap('hosts', bootstrap_inputs(lab, pulumi.get_stack()))\n"
         "pulumi.export('kubeconfig', bootstrap.kubeconfig.apply(str))\n"
     )
     run = run_program("example-gpu", main=main)
@@ -63,10 +66,9 @@ def test_the_secrecy_check_finds_a_plain_kubeconfig(tmp_path: Path) -> None:
     assert "kubeconfig" not in run.secret_outputs
 
 
-def test_the_engine_can_load_the_provider(program: ProgramRun, tmp_path: Path) -> None:
-    """The provider host process unpickles `__provider` the way pulumi.dynamic does, in a fresh Python."""
-    (bootstrap,) = [r for r in program.resources if r.type == DYNAMIC_RESOURCE]
-    pickled = bootstrap.inputs["__provider"]["value"]  # the engine keeps it as a secret value
+def _loaded(pickled: str, cwd: Path) -> list[str]:
+    """The provider's class and its answer to an unchanged diff, unpickled the way pulumi.dynamic
+    does it, in a fresh Python."""
     script = (
         "import base64, sys, dill\n"
         "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n"
@@ -74,11 +76,19 @@ def test_the_engine_can_load_the_provider(program: ProgramRun, tmp_path: Path) -
         "print(type(provider).__name__, provider.diff('id', same, same).changes)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=pickled,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=True,
+        [sys.executable, "-c", script], input=pickled, capture_output=True, text=True, cwd=cwd, check=True
     )
-    assert done.stdout.split() == ["HostBootstrapProvider", "False"]
+    return done.stdout.split()
+
+
+def test_the_engine_can_load_the_provider(program: ProgramRun, tmp_path: Path) -> None:
+    """The provider host process unpickles `__provider` the way pulumi.dynamic does, in a fresh Python."""
+    (bootstrap,) = [r for r in program.resources if r.type == DYNAMIC_RESOURCE]
+    pickled = bootstrap.inputs["__provider"]["value"]  # the engine keeps it as a secret value
+    assert _loaded(pickled, tmp_path) == ["HostBootstrapProvider", "False"]
+
+
+def test_a_state_written_before_the_move_loads_its_provider(tmp_path: Path) -> None:
+    """States written while the provider lived in lab/hosts.py name it there (lab/hosts.py)."""
+    assert b"lab.hosts" in base64.b64decode(PROVIDER_BEFORE_THE_MOVE)
+    assert _loaded(PROVIDER_BEFORE_THE_MOVE, tmp_path) == ["HostBootstrapProvider", "False"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, content_hash
 from lab.config import parse_config
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs, content_hash
 from tests.hosts.conftest import local_inventory
 
 LAB = {

@@ -22,9 +22,9 @@ import pytest
 import yaml
 from pulumi.runtime.proto import provider_pb2
 
-from lab.hosts import HostBootstrapProvider
+from lab.bootstrap.resource import HostBootstrapProvider
 from tests.hosts.conftest import RESET, SITE, local_inventory, make_ansible_dir
-from tests.hosts.provider_host import ProviderHost, provider_host
+from tests.hosts.provider_host import PROVIDER_BEFORE_THE_MOVE, PROVIDER_KEY, ProviderHost, provider_host
 
 REPO = Path(__file__).resolve().parents[2]
 UPDATES = 12
@@ -56,7 +56,7 @@ def _inputs(checkout: Path, inventory: dict | None) -> dict:
     script = (
         "import json, sys\n"
         "from lab.config import parse_config\n"
-        "from lab.hosts import bootstrap_inputs\n"
+        "from lab.bootstrap.resource import bootstrap_inputs\n"
         "lab, inventory = json.load(sys.stdin)\n"
         "print(json.dumps(bootstrap_inputs(parse_config(lab), 'demo', inventory=inventory)))\n"
     )
@@ -156,3 +156,16 @@ def test_destroy_works_from_a_moved_checkout(target: Path, tmp_path: Path) -> No
     assert f'IdentityFile="{home}/.ssh/id_ed25519"' in calls
     # The stack's host-key policy (accept-new by default) is the only one ssh is given.
     assert "StrictHostKeyChecking=accept-new" in calls and "StrictHostKeyChecking=no" not in calls
+
+
+@pytest.mark.slow
+def test_destroy_works_for_a_state_written_before_the_bootstrap_moved(target: Path, tmp_path: Path) -> None:
+    """The engine hands delete the stored outputs, `__provider` as it was pickled then."""
+    checkout = _checkout(tmp_path / "checkout")
+    inputs = _inputs(checkout, local_inventory(target, ["node-a", "node-b"]))
+    with _host(checkout, tmp_path) as host:
+        id_, outs, _ = _create(host, inputs)
+        assert outs[PROVIDER_KEY] != PROVIDER_BEFORE_THE_MOVE
+        host.configure()
+        host.delete(id_, {**outs, PROVIDER_KEY: PROVIDER_BEFORE_THE_MOVE})
+    assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "reset.yml did not run"

@@ -1,4 +1,4 @@
-"""lab.playbook.run_playbook against this machine with real ansible-runner and ansible-playbook."""
+"""lab.bootstrap.playbook.run_playbook against this machine with real ansible-runner and ansible-playbook."""
 
 from __future__ import annotations
 
@@ -14,15 +14,14 @@ from typing import Any
 
 import pytest
 
-from lab.playbook import (
+from lab.bootstrap.playbook import (
     PROCESS_MODULE,
     SECRETS_PREFIX,
     PlaybookError,
     PlaybookResult,
-    control_dir,
     run_playbook,
-    stop_playbook,
 )
+from lab.bootstrap.run_cleanup import control_dir, stop_playbook
 from tests.hosts.conftest import local_inventory
 from tests.support.processes import mentioning
 from tests.support.sshd import SERVER, Sshd
@@ -32,7 +31,8 @@ SECRET_MARKERS = [TOKEN, "S2V5LVNFQ1JFVC1NQVJLRVI", "Key-SECRET-MARKER", "Env-SE
 
 
 def _site(ansible_dir: Path, target: Path, work: Path, hosts: list[str], **options: Any) -> PlaybookResult:
-    """site.yml of the throw-away tree, run the way lab.hosts runs it (token as a secret variable)."""
+    """site.yml of the throw-away tree, run the way lab.bootstrap.resource runs it (token as a secret
+    variable)."""
     options.setdefault("secret_vars", {"lab_k3s_agent_token": TOKEN})
     options.setdefault("extravars", {"lab_stack": "demo"})
     inventory = options.pop("inventory", None) or local_inventory(target, hosts)
@@ -149,7 +149,7 @@ def test_a_killed_run_leaves_no_secret(
 OPERATOR = """\
 import json, sys
 from pathlib import Path
-from lab.playbook import run_playbook
+from lab.bootstrap.playbook import run_playbook
 request = json.loads(Path(sys.argv[1]).read_text())
 run_playbook(Path(request["work"]), "slow.yml", request["inventory"], {"lab_stack": "demo"},
              secret_vars={"lab_k3s_agent_token": request["token"]}, ansible_dir=Path(request["ansible_dir"]),

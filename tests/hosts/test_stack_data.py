@@ -3,9 +3,10 @@
 Every string field of the configuration model, found by walking the model (a field added later is
 covered without a change here), gets a `{{ lookup('pipe', 'touch FILE') }}` marker: the loader
 refuses it with one line naming the key, or it reaches the real playbook process as `labctl hosts
-up` and `pulumi up` run it (lab.hosts' provider, ansible-runner, ansible-playbook), together with a
-state folder from the environment that holds a marker too, against a node that refuses the
-connection. Ansible reads every connection variable before it connects; no marker file appears.
+up` and `pulumi up` run it (the provider of lab.bootstrap.resource, ansible-runner,
+ansible-playbook), together with a state folder from the environment that holds a marker too,
+against a node that refuses the connection. Ansible reads every connection variable before it
+connects; no marker file appears.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from lab.bootstrap.inventory import build_inventory
 from lab.config import ConfigError, LabConfig, parse_config
-from lab.config_fields import nested_model
-from lab.inventory import build_inventory
+from lab.config.fields import nested_model
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
 STACK = "fuzz"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import playbook
+from lab.bootstrap import run_cleanup
 
 
 def test_a_leader_reaped_while_it_is_read_still_lets_the_workers_be_killed(
@@ -21,12 +21,12 @@ def test_a_leader_reaped_while_it_is_read_still_lets_the_workers_be_killed(
     work.mkdir()
     # ansible-playbook as pexpect starts it (leading a session of its own), and a worker of the
     # run, which carries the run's mark in its environment.
-    mark = playbook._new_mark(work)
+    mark = run_cleanup.new_mark(work)
     leader = subprocess.Popen(["sleep", "60"], start_new_session=True)
     worker = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"],
         start_new_session=True,
-        env={**os.environ, playbook.RUN_MARK: mark},
+        env={**os.environ, run_cleanup.RUN_MARK: mark},
     )
     read_text = Path.read_text
 
@@ -39,7 +39,7 @@ def test_a_leader_reaped_while_it_is_read_still_lets_the_workers_be_killed(
 
     monkeypatch.setattr(Path, "read_text", reaped_in_between)
     try:
-        playbook.stop_playbook(leader.pid, work)
+        run_cleanup.stop_playbook(leader.pid, work)
         assert worker.wait(timeout=10) == -9, "the run's worker outlived the stop"
     finally:
         for proc in (leader, worker):

@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 
-from lab.tokens import PLAYBOOK_VARIABLES, kept_tokens, new_tokens, playbook_secrets
+from lab.bootstrap.tokens import PLAYBOOK_VARIABLES, kept_tokens, new_tokens, playbook_secrets
 from tests.hosts.token_rules import (
     K3sToken,
     k3s_agent_join_problem,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import nvidia
+from lab.bootstrap.inventory import image_requirement_vars
 from tests.hosts.local_play import run_tasks
 from tests.hosts.test_host_hardening import TOOLKIT_CONFIG
 
@@ -27,7 +27,7 @@ OWNERS = TOOLKIT_CONFIG.replace(
 
 def _run(tmp_path: Path, tasks: str, config: Path, name: str) -> None:
     variables = {
-        **nvidia.role_vars(),
+        **image_requirement_vars(),
         "lab_state_dir": str(tmp_path / "state"),
         "nvidia_toolkit_config": str(config),
         "ansible_become": False,

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 
 from lab import testbed
-from lab.inventory import NODE_STATE_DIR
+from lab.bootstrap.inventory import NODE_STATE_DIR
 
 # Sections of the inventory: /etc (each file's sha256, links with their targets, directories with
 # mode and owner), the CNI directories the cluster shares with other tools, the package

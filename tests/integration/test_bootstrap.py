@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from lab import testbed
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
-from lab.validate import Outcome, run_suite, write_inventory
+from lab.validation.runner import Outcome, run_suite, write_inventory
 from tests.integration import machine_state
 from tests.integration.conftest import STACK
 

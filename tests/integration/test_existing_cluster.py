@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from lab import testbed
+from lab.bootstrap.inventory import NODE_STATE_DIR
+from lab.bootstrap.playbook import PlaybookError
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
-from lab.inventory import NODE_STATE_DIR
-from lab.playbook import PlaybookError
 from tests.cli.conftest import labctl
 from tests.integration import machine_state
 from tests.integration.conftest import STACK

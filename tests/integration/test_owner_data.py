@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from lab import testbed
+from lab.bootstrap.inventory import NODE_STATE_DIR
+from lab.bootstrap.playbook import PlaybookError
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig, parse_config
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
-from lab.inventory import NODE_STATE_DIR
-from lab.playbook import PlaybookError
-from tests.cluster.checks import EXPORT_FOLDERS, EXPORT_MARK
+from lab.validation.suite.checks import EXPORT_FOLDERS, EXPORT_MARK
 from tests.hosts.test_stack_data import marker
 from tests.integration import machine_state
 from tests.integration.conftest import STACK

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from lab import testbed
+from lab.bootstrap.inventory import build_inventory
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
-from lab.inventory import build_inventory
 from tests.integration import machine_state
 from tests.integration.conftest import STACK
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from lab import testbed
+from lab.bootstrap.inventory import build_inventory, known_hosts_file, with_known_hosts
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import Distribution, LabConfig
-from lab.hosts import HostBootstrapProvider, bootstrap_inputs
-from lab.inventory import build_inventory, known_hosts_file, with_known_hosts
 from tests.hosts.local_play import run_play
 from tests.integration import machine_state
 from tests.integration.conftest import STACK

@@ -19,7 +19,7 @@ import pytest
 
 from lab import testbed
 from lab.cli.try_local import STACK, layout
-from lab.inventory import STATE_DIR
+from lab.paths import STATE_DIR
 from lab.testbed import processes
 
 # The clock starts with the test, not while `turn` waits for other runs to release the machines.

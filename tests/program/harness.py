@@ -1,4 +1,4 @@
-"""Helpers for the program's tests: the run recorded under the engine's mocks (lab/program_run.py),
+"""Helpers for the program's tests: the run recorded under the engine's mocks (lab/cluster/program_run.py),
 schema validation of every Kubernetes object, and accessors for the objects' fields.
 """
 
@@ -10,9 +10,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from lab.cluster.versions import KUEUE_CHART
-from lab.config import load_stack
-from lab.program_run import (
+from lab.cluster.program_run import (
     DYNAMIC_RESOURCE,
     FAKE_KUBECONFIG,
     FAKE_TOKEN,
@@ -22,6 +20,8 @@ from lab.program_run import (
     kubernetes_object,
     run_program,
 )
+from lab.cluster.versions import KUEUE_CHART
+from lab.config import load_stack
 from tests.shipped import shipped_stacks
 
 __all__ = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.build_context import (
+from lab.cluster.build_context import (
     CONTEXT_DIRS,
     DOCKERFILE,
     MAX_ARCHIVE_BYTES,

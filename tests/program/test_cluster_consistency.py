@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lab.build_context import build_context
+from lab.cluster.build_context import build_context
 from lab.cluster.namespace import build_namespace, gpu_namespace
 from lab.config import (
     LabConfig,

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from lab.build_context import CONTEXT_DIRS, DOCKERFILE, ROOT, build_context
+from lab.cluster.build_context import CONTEXT_DIRS, DOCKERFILE, build_context
 from lab.config import load_stack, read_stack_values, stack_file
+from lab.paths import ROOT
 from tests.program.harness import (
     ProgramRun,
     Registered,
@@ -211,7 +212,7 @@ def _program_on_tree(tmp_path: Path, tree: Path) -> Path:
         "from pathlib import Path\n"
         "import pulumi_kubernetes as k8s\n"
         "from lab import config\n"
-        "from lab.build_context import build_context\n"
+        "from lab.cluster.build_context import build_context\n"
         "from lab.cluster import Cluster\n"
         f"context = build_context(Path({str(tree)!r}))\n"
         "Cluster('lab', config.from_pulumi(), k8s.Provider('lab'), context=context, kubeconfig='')\n"

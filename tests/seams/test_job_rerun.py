@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from lab.cluster.live_jobs import has_failed
-from lab.program_run import ProgramRun, run_program
+from lab.cluster.program_run import ProgramRun, run_program
 from tests.program.harness import name_of, recorded
 from tests.seams.pulumi_job_rules import job, next_up
 from tests.trainer.apiserver import Recorder, recording_server, self_signed

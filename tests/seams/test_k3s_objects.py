@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from lab.config import Distribution, LabConfig, load_stack
-from lab.playbook import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR
 from tests.hosts.render import render
 from tests.program.harness import Registered, name_of, recorded
 from tests.seams.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged

@@ -7,8 +7,8 @@ from importlib.metadata import version
 
 import pytest
 
+from lab.cli.support.locks import DEV_LOCK, TRAINER_LOCK, pins
 from lab.config import Trainer
-from lab.locks import DEV_LOCK, TRAINER_LOCK, pins
 from tests.trainer.conftest import ROOT
 
 IMAGE = ROOT / "images" / "trainer"

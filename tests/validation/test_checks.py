@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from lab.config import load_stack
-from lab.gpu_nodes import gpu_shortfalls
-from tests.cluster import checks
+from lab.remote.gpu_nodes import gpu_shortfalls
+from lab.validation.suite import checks
 
 EXPORT = "/srv/k8scifar"
 ALLOWED = ["10.77.0.11/32", "10.77.0.12/32"]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from lab import validate
+from lab.validation import runner as validate
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="tests.cluster.test_host" name="test_os_and_kernel_are_supported[ansible://a]"/>
-<testcase classname="tests.cluster.test_host" name="test_os_and_kernel_are_supported[ansible://b]"/>
-<testcase classname="tests.cluster.test_host" name="test_forwarding_sysctls[ansible://b]">
+<testcase classname="lab.validation.suite.test_host" name="test_os_and_kernel_are_supported[ansible://a]"/>
+<testcase classname="lab.validation.suite.test_host" name="test_os_and_kernel_are_supported[ansible://b]"/>
+<testcase classname="lab.validation.suite.test_host" name="test_forwarding_sysctls[ansible://b]">
 <failure message="AssertionError: net.ipv4.ip_forward is 0, needs 1">trace</failure></testcase>
-<testcase classname="tests.cluster.test_host" name="test_nvidia_smi_sees_the_configured_gpus[ansible://a]">
+<testcase classname="lab.validation.suite.test_host" name="test_nvidia_smi_sees_the_configured_gpus[ansible://a]">
 <skipped type="pytest.skip" message="a has no GPU configured (gpus: 0)">skip</skipped></testcase>
 </testsuite></testsuites>"""
 

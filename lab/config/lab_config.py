@@ -1,0 +1,186 @@
+"""Everything one stack says about the lab, and the facts derived from it that the rest reads."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, field_validator
+
+from lab.config.facts import (
+    DERIVED_NAMESPACE_SUFFIXES,
+    DNS_LABEL_MAX,
+    KNOWN_PATCHES,
+    KUEUE_MIN_K8S_MINOR,
+    RESERVED_NAMESPACE_PREFIX,
+    RESERVED_NAMESPACES,
+)
+from lab.config.keys import DnsLabel, KeyModel
+from lab.config.machines import Airgap, Distribution, Nfs, Node, Registry, Role, SkipStep, Ssh
+from lab.config.workload import Backend, GangScheduler, Observability, Placement, Scheduling, Sweep, Trainer
+from lab.config.world import World, capacity, plan
+
+
+class LabConfig(KeyModel):
+    """Everything one stack says about the lab."""
+
+    distribution: Distribution = Field(default=Distribution.K3S, description="`k3s` or `kubeadm`.")
+    kubernetes_version: str = Field(
+        default="1.33.5", description="Kubernetes release MAJOR.MINOR.PATCH (1.25 to 1.37)."
+    )
+    nodes: list[Node] = Field(min_length=1, description="The machines; exactly one is `server`.")
+    ssh: Ssh = Field(default_factory=Ssh)
+    nfs: Nfs = Field(default_factory=Nfs)
+    registry: Registry = Field(default_factory=Registry)
+    airgap: Airgap | None = Field(default=None, description="k3s only: install from local files.")
+    namespace: DnsLabel = Field(
+        default="k8scifar",
+        description="Namespace of every lab object; not default, kube-system, kube-public,"
+        " kube-node-lease or another kube-* one; at most"
+        f" {DNS_LABEL_MAX - max(map(len, DERIVED_NAMESPACE_SUFFIXES))} characters, as the lab's"
+        f" {' and '.join(f'<namespace>{x}' for x in DERIVED_NAMESPACE_SUFFIXES)} are DNS labels too.",
+    )
+    trainer: Trainer = Field(default_factory=Trainer)
+    sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    observability: Observability = Field(default_factory=Observability)
+    skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=dict,
+        description="Steps to leave out, each mapped to the reason printed when it is skipped"
+        " (for test machines that cannot run them, never for a real lab).",
+    )
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        # Numbers as Kubernetes writes them: no leading zeros, so one release has one spelling.
+        match = re.fullmatch(r"v?1\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})", value)
+        if not match:
+            raise ValueError(f"{value!r} is not a release such as 1.33.5 (numbers without leading zeros)")
+        minor, patch = int(match.group(1)), int(match.group(2))
+        if minor not in KNOWN_PATCHES:
+            raise ValueError(
+                f"{value!r} is outside the supported 1.{min(KNOWN_PATCHES)} to 1.{max(KNOWN_PATCHES)}"
+            )
+        if patch > KNOWN_PATCHES[minor]:
+            raise ValueError(
+                f"{value!r} is not a release the lab knows: the newest 1.{minor} patch it knows is"
+                f" 1.{minor}.{KNOWN_PATCHES[minor]}; use that, or, once Kubernetes has released"
+                f" 1.{minor}.{patch} (https://kubernetes.io/releases/), raise KNOWN_PATCHES in"
+                " lab/config/facts.py"
+            )
+        return value.removeprefix("v")
+
+    @field_validator("namespace")
+    @classmethod
+    def _room_for_derived(cls, value: str) -> str:
+        longest = max(DERIVED_NAMESPACE_SUFFIXES, key=len)
+        if len(value) + len(longest) > DNS_LABEL_MAX:
+            raise ValueError(
+                f"{value!r} has {len(value)} characters: the lab's {value}{longest} namespace would"
+                f" exceed {DNS_LABEL_MAX}; use at most {DNS_LABEL_MAX - len(longest)}"
+            )
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_NAMESPACES or value.startswith(RESERVED_NAMESPACE_PREFIX):
+            raise ValueError(
+                f"{value!r} is a namespace Kubernetes reserves for itself; use one of the lab's own"
+                " such as k8scifar"
+            )
+        return value
+
+    # Derived facts the rest of the lab reads instead of recomputing.
+
+    @property
+    def server(self) -> Node:
+        return next(n for n in self.nodes if n.role is Role.SERVER)
+
+    @property
+    def agents(self) -> list[Node]:
+        return [n for n in self.nodes if n.role is Role.AGENT]
+
+    @property
+    def nfs_server(self) -> Node:
+        name = self.nfs.server or self.server.name
+        return next(n for n in self.nodes if n.name == name)
+
+    @property
+    def nfs_allowed_networks(self) -> list[str]:
+        if self.nfs.allowed_networks is not None:
+            return self.nfs.allowed_networks
+        return [str(ipaddress.ip_network(n.address)) for n in self.nodes]
+
+    @property
+    def kubernetes_minor(self) -> int:
+        """The minor of the Kubernetes release (33 for 1.33.5): what fields and packages depend on."""
+        return int(self.kubernetes_version.split(".")[1])
+
+    @property
+    def gang_scheduler(self) -> GangScheduler:
+        """As configured, else Kueue wherever the cluster is new enough for it."""
+        if self.scheduling.gang is not None:
+            return self.scheduling.gang
+        return GangScheduler.KUEUE if self.kubernetes_minor >= KUEUE_MIN_K8S_MINOR else GangScheduler.NONE
+
+    @property
+    def gpu_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.gpus > 0]
+
+    @property
+    def has_gpus(self) -> bool:
+        return bool(self.gpu_nodes)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def registry_endpoint(self) -> str:
+        """host:port every node's container runtime pulls the trainer image from."""
+        return f"{self.server.address}:{self.registry.port}"
+
+    @property
+    def installs_kubernetes(self) -> bool:
+        """False on machines that skip the Kubernetes install: there is no cluster to declare into."""
+        return SkipStep.KUBERNETES_INSTALL not in self.skip
+
+    @property
+    def packs_by_topology(self) -> bool:
+        """Whether Kueue's topology-aware scheduling packs the ranks' pods (lab.config.world)."""
+        return (
+            self.trainer.placement is Placement.PACK
+            and self.has_gpus
+            and self.gang_scheduler is GangScheduler.KUEUE
+        )
+
+    @property
+    def world(self) -> World:
+        """The training run's ranks and pods: as configured, else as many ranks as the placement allows."""
+        pack = self.trainer.placement is Placement.PACK
+        return plan([n.gpus for n in self.nodes], pack, self.packs_by_topology, self.trainer.replicas)
+
+    @property
+    def replicas(self) -> int:
+        """Ranks of the training run (the world size)."""
+        return self.world.ranks
+
+    @property
+    def max_replicas(self) -> int:
+        """Ranks the lab can place: a rank needs a whole GPU on GPU labs (lab.config.world)."""
+        pack = self.trainer.placement is Placement.PACK
+        return capacity([n.gpus for n in self.nodes], pack, self.packs_by_topology)
+
+    @property
+    def backend(self) -> str:
+        if self.trainer.backend is Backend.AUTO:
+            return Backend.NCCL.value if self.has_gpus else Backend.GLOO.value
+        return self.trainer.backend.value
+
+    @property
+    def sweep_parallelism(self) -> int:
+        limit = self.total_gpus if self.has_gpus else len(self.nodes)
+        return min(self.sweep.parallelism or limit, limit) if self.sweep else 0

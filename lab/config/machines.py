@@ -1,0 +1,286 @@
+"""The machines of a lab and how the lab reaches them: nodes, SSH, the NFS export, the registry's
+port and the files of an air-gapped install."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import stat
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, field_validator
+
+from lab.config.facts import (
+    COMPRESSED_MAGIC,
+    ELF_MAGIC,
+    EXPORT_PATH,
+    KEY_PATH_UNSAFE,
+    MAX_NODE_GPUS,
+    NODE_PORT_RANGE,
+    OWNED_PARENTS,
+    SYSTEM_TREES,
+    TAR_MAGIC,
+    USER_NAME,
+    WIDEST_NETWORK_PREFIX,
+)
+from lab.config.keys import DnsLabel, InterfaceName, KeyModel
+
+
+class Distribution(StrEnum):
+    K3S = "k3s"
+    KUBEADM = "kubeadm"
+
+
+class Role(StrEnum):
+    SERVER = "server"
+    AGENT = "agent"
+
+
+class HostKeyPolicy(StrEnum):
+    ACCEPT_NEW = "accept-new"  # trust on first contact, refuse a changed key
+    STRICT = "strict"  # the key must already be in known_hosts
+    OFF = "off"  # no checking: only for throw-away test machines
+
+
+class SkipStep(StrEnum):
+    """Bootstrap steps a machine may be unable to run; each is skipped with its stated reason."""
+
+    KUBERNETES_INSTALL = "kubernetesInstall"  # installing and starting k3s/kubeadm, node labels
+    NFS_SERVER_START = "nfsServerStart"  # starting the kernel NFS server
+
+
+class Node(KeyModel):
+    """One machine of the lab, reachable over SSH."""
+
+    name: DnsLabel = Field(description="Kubernetes node name and inventory host name (DNS label).")
+    address: str = Field(
+        description="IPv4 address the other node and the operator reach it at (the lab is IPv4 only)."
+    )
+    user: Annotated[str, StringConstraints(pattern=USER_NAME)] = Field(
+        description="SSH user with passwordless sudo. A POSIX user name: letters, digits, '.', '_',"
+        " '-', a letter or '_' first, at most 32 characters."
+    )
+    role: Role = Field(description="`server` (control plane, exactly one) or `agent`.")
+    gpus: int = Field(
+        default=0, ge=0, le=MAX_NODE_GPUS, description="NVIDIA GPUs on this node; 0 for CPU only."
+    )
+    interface: InterfaceName | None = Field(
+        default=None,
+        description="Network interface for NCCL/Gloo traffic and flannel (default: the route's).",
+    )
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus_not_boolean(cls, value: Any) -> Any:
+        # The int type would read `true` as 1.
+        if isinstance(value, bool):
+            raise ValueError(f"{str(value).lower()} is not a number of GPUs; write 0, 1, 2, ...")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _ip_address(cls, value: str) -> str:
+        if "%" in value:
+            raise ValueError(
+                f"{value!r} is zone-qualified; the lab reaches nodes by IPv4 address only:"
+                " write the node's IPv4 address"
+            )
+        try:
+            ip = ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address (write it as e.g. 192.168.1.10)") from None
+        if isinstance(ip, ipaddress.IPv6Address):
+            # The registry endpoint, image references and the registry mirror configuration are
+            # written address:port, which an IPv6 address would need brackets for.
+            plain = f"write it as {ip.ipv4_mapped}" if ip.ipv4_mapped else "use the node's IPv4 address"
+            raise ValueError(f"{value!r} is IPv6, and the lab supports IPv4 node addresses only; {plain}")
+        kind = next(
+            (
+                name
+                for name, found in (
+                    ("the unspecified address", ip.is_unspecified),
+                    ("the broadcast address", ip == ipaddress.IPv4Address("255.255.255.255")),
+                    ("a multicast address", ip.is_multicast),
+                    ("a link-local address, which is not routed", ip.is_link_local),
+                    ("a reserved address", ip.is_reserved),
+                )
+                if found
+            ),
+            None,
+        )
+        if kind is not None:
+            raise ValueError(f"{value!r} is {kind}; use the address the node has on the lab's network")
+        return str(ip)
+
+
+class Ssh(KeyModel):
+    """How Ansible reaches the nodes."""
+
+    key_path: str = Field(
+        default="~/.ssh/id_ed25519",
+        description="Private key for every node; its path holds no '\"', '\\', '%', '${' or control"
+        " character, which ssh reads specially.",
+    )
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port on every node.")
+    host_key_policy: HostKeyPolicy = Field(
+        default=HostKeyPolicy.ACCEPT_NEW,
+        description="`accept-new` (default), `strict` (known_hosts only) or `off` (test machines).",
+    )
+
+    @field_validator("key_path")
+    @classmethod
+    def _plain_key_path(cls, value: str) -> str:
+        found = KEY_PATH_UNSAFE.search(value)
+        if found is not None:
+            raise ValueError(
+                f"{value!r} holds {found.group()!r}, which ssh reads specially in a key path;"
+                " move or link the key to a path without it"
+            )
+        return value
+
+
+class Nfs(KeyModel):
+    """The shared export that holds the dataset, runs and the registry's storage."""
+
+    server: DnsLabel | None = Field(default=None, description="Node that exports (default: the server).")
+    export_path: str = Field(
+        default="/srv/k8scifar",
+        description="Directory to export, which the lab creates (it refuses one that exists and it did"
+        " not make), reached through no symbolic link and no directory anyone but root may write;"
+        " its datasets/ and runs/ are trainer.uid's and purgeOnDestroy deletes what the lab made."
+        " Absolute, at least"
+        " two levels deep, of letters, digits and `.` `_` `-` only; not inside a system directory"
+        " (/etc, /usr, /var, /root, /boot, ...) and not a home or mount point itself (/home/NAME,"
+        " /mnt/NAME).",
+    )
+    allowed_networks: list[str] | None = Field(
+        default=None,
+        description="IPv4 CIDRs allowed to mount, each holding a node (default: each node's"
+        f" address as a /32); wider than /{WIDEST_NETWORK_PREFIX} only with allowWideNetworks.",
+    )
+    allow_wide_networks: bool = Field(
+        default=False,
+        description=f"Let allowedNetworks hold networks wider than /{WIDEST_NETWORK_PREFIX}: every"
+        " host in them may mount the export read-write. Never allows 0.0.0.0/0.",
+    )
+    purge_on_destroy: bool = Field(
+        default=False, description="Delete the export's data on `pulumi destroy` (kept by default)."
+    )
+
+    @field_validator("export_path")
+    @classmethod
+    def _dedicated(cls, value: str) -> str:
+        path = Path(value)
+        fix = "use a directory for the lab alone, such as /srv/k8scifar"
+        if not path.is_absolute() or ".." in path.parts or path == Path("/"):
+            raise ValueError(f"{value!r} must be an absolute directory below / such as /srv/k8scifar")
+        if not re.fullmatch(EXPORT_PATH, value):
+            raise ValueError(
+                f"{value!r} holds a character other than letters, digits, '.', '_', '-' and '/',"
+                f" which breaks the exports line; {fix}"
+            )
+        system = next((tree for tree in SYSTEM_TREES if path.is_relative_to(tree)), None)
+        if system is not None:
+            where = "the" if path == system else "inside the"
+            raise ValueError(f"{value!r} is {where} system directory {system}; {fix}")
+        if len(path.parts) < 3:
+            raise ValueError(f"{value!r} is a top-level directory, which the lab would take over; {fix}")
+        if path.parent in OWNED_PARENTS:
+            raise ValueError(
+                f"{value!r} is a home or mount point, whose files are not the lab's; {fix} or {path}/k8scifar"
+            )
+        return str(path)
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _cidrs(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("is empty; list the CIDRs that may mount, or leave the key out")
+        networks = []
+        for cidr in value:
+            try:
+                network = ipaddress.ip_network(cidr, strict=True)
+            except ValueError as err:
+                raise ValueError(f"{cidr!r} is not a CIDR such as 192.168.1.0/24 ({err})") from None
+            if network.prefixlen == 0:
+                raise ValueError(
+                    f"{cidr!r} is every address: a read-write export to any network;"
+                    " list the lab's network, such as 192.168.1.0/24"
+                )
+            networks.append(str(network))
+        return networks
+
+
+class Registry(KeyModel):
+    """The in-cluster registry the trainer image is built into and pulled from over plain HTTP."""
+
+    port: int = Field(
+        default=30500,
+        ge=NODE_PORT_RANGE.start,
+        le=NODE_PORT_RANGE.stop - 1,
+        description="NodePort the nodes pull from (30000-32767).",
+    )
+
+
+class Airgap(KeyModel):
+    """Install k3s from local files instead of the internet."""
+
+    k3s_binary: str = Field(
+        alias="k3sBinary",
+        description="Path on the operator's machine to the k3s binary (an ELF executable, readable by all).",
+    )
+    images_tarball: str = Field(
+        description="Path to k3s-airgap-images-<arch>.tar(.zst) (a tar archive, plain, zstd or gzip,"
+        " readable by all)."
+    )
+
+    @field_validator("k3s_binary")
+    @classmethod
+    def _executable(cls, value: str) -> str:
+        path, head = _readable_file(value, "the k3s binary")
+        if not head.startswith(ELF_MAGIC):
+            raise ValueError(
+                f"{value!r} is not an executable (ELF) file; point it at the k3s binary of the"
+                " release (https://github.com/k3s-io/k3s/releases)"
+            )
+        return str(path)
+
+    @field_validator("images_tarball")
+    @classmethod
+    def _archive(cls, value: str) -> str:
+        path, head = _readable_file(value, "the images tarball")
+        offset, magic = TAR_MAGIC
+        if not (head[offset : offset + len(magic)] == magic or head.startswith(COMPRESSED_MAGIC)):
+            raise ValueError(
+                f"{value!r} is not a tar archive (plain, zstd or gzip); point it at the release's"
+                " k3s-airgap-images-<arch>.tar.zst"
+            )
+        return str(path)
+
+
+def _readable_file(value: str, what: str) -> tuple[Path, bytes]:
+    """The resolved path of a regular file this process can read, and its first bytes."""
+    path = Path(value).expanduser().resolve()
+    fix = f"download {what} and point the key at it"
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise ValueError(f"{value!r} does not exist on this machine; {fix}") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{value!r} is not a regular file (a directory, device or pipe); {fix}")
+    if mode & stat.S_IROTH == 0:
+        # Copied to every node by Ansible: a file kept from others (/etc/shadow, a private key)
+        # is nothing the lab should ship; a release file is readable by everyone.
+        raise ValueError(
+            f"{value!r} is kept from other users (mode {stat.S_IMODE(mode):04o}), as secrets are;"
+            f" if it is {what}, `chmod a+r` it"
+        )
+    try:
+        with path.open("rb") as handle:
+            return path, handle.read(512)
+    except OSError as err:
+        raise ValueError(f"{value!r} cannot be read ({err.strerror}); {fix}") from None

@@ -1,0 +1,235 @@
+"""What the lab runs on its machines: the training run, the sweep, how they are scheduled and watched."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from lab.config.facts import EPHEMERAL_PORTS, NOBODY_UID, TRAINER_UID_MIN
+from lab.config.keys import KeyModel
+from trainer import contract
+from trainer import sweep as trainer_sweep
+from trainer.hyperparameters import RULES
+from trainer.hyperparameters import check as check_hyperparameter
+
+
+class Placement(StrEnum):
+    SPREAD = "spread"  # one rank per node: required pod anti-affinity
+    PACK = "pack"  # every rank on one node: required pod affinity
+
+
+class Backend(StrEnum):
+    AUTO = contract.AUTO
+    NCCL = contract.NCCL
+    GLOO = contract.GLOO
+
+
+class Compression(StrEnum):
+    NONE = contract.NO_COMPRESSION
+    FP16 = contract.FP16
+    BF16 = contract.BF16
+    POWERSGD = contract.POWERSGD
+
+
+class Model(StrEnum):
+    AIRBENCH = contract.AIRBENCH
+    RESNET9 = contract.RESNET9
+
+
+class SweepStrategy(StrEnum):
+    GRID = "grid"
+    RANDOM = "random"
+
+
+class Trainer(KeyModel):
+    """The DDP training run the StatefulSet executes."""
+
+    model: Model = Field(default=Model.AIRBENCH, description="`airbench` (default) or `resnet9`.")
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        description="Ranks, a GPU each on GPU labs; default: every GPU of the lab (with pack and no"
+        " Kueue, the largest node's), one rank per node on CPU labs (docs/scaling.md).",
+    )
+    placement: Placement = Field(
+        default=Placement.SPREAD, description="`spread` (pods on different nodes) or `pack` (fewest nodes)."
+    )
+    epochs: int | None = Field(
+        default=None,
+        **RULES["epochs"].bounds(),
+        description="Epochs to train; default: the model's recipe (docs/trainer.md).",
+    )
+    batch_size: int = Field(
+        default=1024,
+        **RULES["batch_size"].bounds(),
+        description="Global batch size, fixed whatever the world size; a multiple of the ranks,"
+        " at most CIFAR-10's 50000 training images.",
+    )
+    learning_rate: float | None = Field(
+        default=None, **RULES["lr"].bounds(), description="Learning rate; default: the model's recipe."
+    )
+    seed: int = Field(
+        default=0, **RULES["seed"].bounds(), description="Seed for data order, augmentation and init."
+    )
+    backend: Backend = Field(default=Backend.AUTO, description="`auto`, `nccl` or `gloo`.")
+    compression: Compression = Field(
+        default=Compression.NONE,
+        description="Gradient compression for slow links: `none`, `fp16`, `bf16`, `powersgd`.",
+    )
+    target_accuracy: float = Field(
+        default=0.94, **RULES["target_accuracy"].bounds(), description="Test accuracy whose time is reported."
+    )
+    port: int = Field(
+        default=29500,
+        ge=1024,
+        le=65535,
+        description="Rendezvous port (MASTER_PORT); not a port the cluster uses (6443, 10250,"
+        " 8472, etcd's, the registry's), nor a NodePort with hostNetwork.",
+    )
+    host_network: bool = Field(
+        default=False,
+        description="Run ranks on the host network (faster collectives, node interfaces).",
+    )
+    # Above 2**31 - 1, tools that keep uids as signed 32-bit numbers misread it.
+    uid: int = Field(
+        default=10001,
+        ge=TRAINER_UID_MIN,
+        le=2**31 - 1,
+        description="Non-root user the pods and the export use; not a login user of the hosts"
+        f" (`labctl doctor` checks), not a system account or the first user (below {TRAINER_UID_MIN}),"
+        f" not nobody ({NOBODY_UID}).",
+    )
+    checkpoint_keep: int = Field(
+        default=3, **RULES["checkpoint_keep"].bounds(), description="Checkpoints kept per run."
+    )
+
+    @field_validator("uid")
+    @classmethod
+    def _not_nobody(cls, value: int) -> int:
+        if value == NOBODY_UID:
+            raise ValueError(
+                f"{value} is nobody, whom the export maps every node's root to; use the default 10001"
+            )
+        return value
+
+    @field_validator(
+        "epochs", "batch_size", "learning_rate", "seed", "target_accuracy", "checkpoint_keep", mode="before"
+    )
+    @classmethod
+    def _not_boolean(cls, value: Any) -> Any:
+        # The number types would read `true` as 1.
+        if isinstance(value, bool):
+            raise ValueError(f"{str(value).lower()} is not a number")
+        return value
+
+
+# Sweep parameter names (camelCase, as in the stack file) and the trainer flag each one sets.
+SWEEP_PARAMETERS = {
+    "learningRate": "lr",
+    "batchSize": "batch_size",
+    "epochs": "epochs",
+    "weightDecay": "weight_decay",
+    "momentum": "momentum",
+    "labelSmoothing": "label_smoothing",
+    "model": "model",
+}
+
+
+class Range(KeyModel):
+    """A continuous range for random search."""
+
+    min: float
+    max: float
+    log: bool = Field(default=False, description="Sample uniformly in log space.")
+
+
+class Sweep(KeyModel):
+    """A hyperparameter search run as an Indexed Job, one set per completion index."""
+
+    strategy: SweepStrategy = Field(default=SweepStrategy.GRID, description="`grid` or `random`.")
+    samples: int | None = Field(default=None, ge=1, le=1000, description="Sets to draw (random).")
+    seed: int = Field(default=0, ge=0, description="Seed of the random draw.")
+    parallelism: int | None = Field(
+        default=None, ge=1, description="Sets run at once; default and maximum: the lab's GPUs."
+    )
+    parameters: dict[str, list[float | int | str] | Range] = Field(
+        description="Parameter name to a list of values (grid, random) or a range (random)."
+    )
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        # Before the model's number types read `true` as 1.
+        for name, values in value.items() if isinstance(value, dict) else ():
+            for i, item in enumerate(values if isinstance(values, list) else ()):
+                if isinstance(item, bool):
+                    raise ValueError(
+                        f"{name}: item {i + 1} is {str(item).lower()}; give a value of its range"
+                    )
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _known(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            raise ValueError("is empty; name at least one parameter, e.g. learningRate: [0.1, 0.2]")
+        for name, values in value.items():
+            if name not in SWEEP_PARAMETERS:
+                raise ValueError(f"unknown parameter {name!r}; choose from {', '.join(SWEEP_PARAMETERS)}")
+            if isinstance(values, list) and not values:
+                raise ValueError(f"{name} has no values; give at least one")
+            if isinstance(values, Range) and not values.min < values.max:
+                raise ValueError(f"{name}: min must be below max")
+            if isinstance(values, Range) and values.log and values.min <= 0:
+                raise ValueError(f"{name}: a log range needs min > 0")
+        return value
+
+    def space(self) -> dict[str, Any]:
+        """The search space in the trainer's sweep-file format (snake_case trainer flags), values
+        as the trainer reads them (a `1e-3` the YAML file leaves as text becomes a number)."""
+        params = {
+            SWEEP_PARAMETERS[name]: v.model_dump()
+            if isinstance(v, Range)
+            else [check_hyperparameter(SWEEP_PARAMETERS[name], item) for item in v]
+            for name, v in self.parameters.items()
+        }
+        return {
+            "strategy": self.strategy.value,
+            "samples": self.samples,
+            "seed": self.seed,
+            "parameters": params,
+        }
+
+    def size(self) -> int:
+        """How many hyperparameter sets the space holds, counted by the trainer's own expansion."""
+        return trainer_sweep.count(self.space())
+
+
+class GangScheduler(StrEnum):
+    KUEUE = "kueue"  # all-or-nothing admission of the training run and the sweep
+    NONE = "none"
+
+
+class Scheduling(KeyModel):
+    """How the training run and the sweep get their GPUs."""
+
+    gang: GangScheduler | None = Field(
+        default=None,
+        description="`kueue` (installed by the lab; the default on Kubernetes 1.29 and later) or `none`"
+        " (the default before 1.29): see docs/scaling.md.",
+    )
+
+
+class Observability(KeyModel):
+    """Prometheus, Grafana and the exporters that watch the lab train (docs/observability.md)."""
+
+    enabled: bool = Field(default=True, description="Install the monitoring stack; `false` leaves it out.")
+    metrics_port: int = Field(
+        default=9464,
+        ge=1024,
+        # Below the ephemeral range the ranks' collectives use (EPHEMERAL_PORTS).
+        le=EPHEMERAL_PORTS[0] - 1,
+        description="Port each rank serves its Prometheus metrics on; not the rendezvous port.",
+    )
