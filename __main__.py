@@ -10,6 +10,8 @@ from lab.build_context import build_context
 from lab.cluster import Cluster
 
 lab = config.from_pulumi()
+if lab.batch_note:
+    pulumi.log.info(lab.batch_note)
 # Packed now, before any host is touched: a build context the cluster cannot take stops here.
 context = build_context()
 

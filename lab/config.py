@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 from pydantic.alias_generators import to_camel, to_snake
 
+from lab.batch import chosen_note, global_batch
 from lab.kubeconfig import API_PORT
 from lab.world import CPU_PACK_RANKS, World, capacity, plan
 from trainer import contract
@@ -803,6 +804,21 @@ class LabConfig(_Model):
         return self.world.ranks
 
     @property
+    def batch_set_by_stack(self) -> bool:
+        return "batch_size" in self.trainer.model_fields_set
+
+    @property
+    def batch_size(self) -> int:
+        """The global batch the run trains with: the stack's, else the default or the nearest that
+        splits evenly over the ranks (lab.batch)."""
+        return global_batch(self.trainer.batch_size, self.batch_set_by_stack, self.replicas)
+
+    @property
+    def batch_note(self) -> str | None:
+        """The sentence that says the lab chose the batch, when it did."""
+        return chosen_note(self.trainer.batch_size, self.batch_set_by_stack, self.replicas)
+
+    @property
     def max_replicas(self) -> int:
         """Ranks the lab can place: a rank needs a whole GPU on GPU labs (lab.world)."""
         pack = self.trainer.placement is Placement.PACK
@@ -862,7 +878,8 @@ def _cross_checks(cfg: LabConfig) -> list[str]:
         problems.append("k8scifar:trainer.backend: nccl needs GPUs and no node has any; use gloo or auto")
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
         problems.append(_placement_problem(cfg, cfg.trainer.replicas))
-    if cfg.trainer.batch_size % cfg.replicas:
+    # Left out, the batch is the default or the nearest that splits (lab.batch): only the stack's is refused.
+    if cfg.batch_set_by_stack and cfg.trainer.batch_size % cfg.replicas:
         problems.append(
             f"k8scifar:trainer.batchSize: {cfg.trainer.batch_size} does not split evenly over"
             f" {cfg.replicas} ranks; use {nearest_batch(cfg.trainer.batch_size, cfg.replicas)},"
