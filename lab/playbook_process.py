@@ -179,6 +179,7 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
                 inventory=mark(request.inventory),
                 extravars=mark(request.extravars),
                 cmdline=cmdline,
+                limit=",".join(request.limit) if request.limit is not None else None,
                 envvars={
                     "ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"),
                     "ANSIBLE_SSH_CONTROL_PATH_DIR": request.control_dir,
