@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lab.playbook import ANSIBLE_DIR
+from lab.world import World
 
 # The nfs_server role's mark of an export the lab made, and the lab's folders in it.
 _NFS_DEFAULTS = yaml.safe_load((ANSIBLE_DIR / "roles" / "nfs_server" / "defaults" / "main.yml").read_text())
@@ -150,6 +151,11 @@ def pod_problems(pods: Mapping[str, Any], expected: int, what: str) -> list[str]
     ]
     detail = f"; not running: {', '.join(others)}" if others else ""
     return [f"{what}: {len(running)} of {expected} pods running and ready{detail}"]
+
+
+def training_pod_problems(pods: Mapping[str, Any], world: World) -> list[str]:
+    """The training run's pods: one per `world.ranks_per_pod` ranks, each holding that many GPUs."""
+    return pod_problems(pods, world.pods, f"training ranks ({world.ranks} in {world.pods} pods)")
 
 
 def claim_problems(claims: Mapping[str, Any]) -> list[str]:
