@@ -113,7 +113,7 @@ def leaving_nodes(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
 
 
 def _describe(nodes: dict[str, str | None]) -> str:
-    return ", ".join(f"{name} ({address})" for name, address in nodes.items()) or "none"
+    return ", ".join(f"{name} ({address})" for name, address in nodes.items()) or "no node"
 
 
 def runner_dir(stack: str) -> Path:
