@@ -241,9 +241,9 @@ def _timed(text: str) -> Iterator[None]:
     console.print(f"  done in {time.monotonic() - began:.0f} s")
 
 
-def _write_stack(lay: Layout) -> LabConfig:
-    """The `testbed` stack's settings on this run's machines, as stack `try` in the testbed's state:
-    its server on the first machine, an agent like its own on each of the others, a rank each."""
+def stack_values(lay: Layout) -> dict[str, Any]:
+    """The `testbed` stack's settings on `lay`'s machines: its server on the first machine, an
+    agent like its own on each of the others, a rank each."""
     values = read_stack_values(stack_file(BASE_STACK))
     server, agent = values["nodes"]
     values["nodes"] = [
@@ -255,6 +255,12 @@ def _write_stack(lay: Layout) -> LabConfig:
         "replicas": lay.count,
         "batchSize": nearest_batch(values["trainer"]["batchSize"], lay.count),
     }
+    return values
+
+
+def _write_stack(lay: Layout) -> LabConfig:
+    """stack_values(lay) as stack `try` in the testbed's state."""
+    values = stack_values(lay)
     folder = stacks_dir(lay)
     folder.mkdir(mode=0o700)
     content = {"config": {f"{PROJECT}:{key}": value for key, value in values.items()}}
