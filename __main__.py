@@ -11,6 +11,8 @@ from lab.cluster import Cluster
 from lab.cluster.build_context import build_context
 
 lab = config.from_pulumi()
+if lab.batch_note:
+    pulumi.log.info(lab.batch_note)
 # Packed now, before any host is touched: a build context the cluster cannot take stops here.
 context = build_context()
 

@@ -119,6 +119,9 @@ class Request:
     control_dir: str
     verbose: bool
     log: str
+    # Ansible's --limit: the hosts the plays run on; the others stay in the inventory (a task may
+    # be delegated to them). None: every host.
+    limit: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ def run_playbook(
     ansible_dir: Path = ANSIBLE_DIR,
     quiet: bool = False,
     verbose: bool = False,
+    limit: list[str] | None = None,
 ) -> PlaybookResult:
     """Run `ansible_dir/playbooks/<playbook>` (e.g. "site.yml") against `inventory`.
 
@@ -198,6 +202,7 @@ def run_playbook(
     quiet: print nothing; otherwise a line per play and host, and each failure in full, go to
         stderr (lab.bootstrap.playbook_progress).
     verbose: every task's line to stderr as well; it always goes to the run's log, log_file().
+    limit: run the plays on these hosts only (the others stay reachable for delegated tasks).
     Returns the per-host counts and the `set_stats` values; raises PlaybookError on failure.
     """
     workdir = Path(workdir)
@@ -213,6 +218,7 @@ def run_playbook(
         str(control_dir(workdir)),
         verbose,
         str(log_file(workdir, playbook)),
+        list(limit) if limit is not None else None,
     )
     with _exclusive(workdir):
         kill_stragglers(workdir)

@@ -178,8 +178,12 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
                 inventory=mark(request.inventory),
                 extravars=mark(request.extravars),
                 cmdline=cmdline,
+                limit=",".join(request.limit) if request.limit is not None else None,
                 envvars={
                     "ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"),
+                    # A worker per node: each task runs on every node at once, so N agents join
+                    # the cluster together whatever N is (ansible.cfg's forks caps a hand run).
+                    "ANSIBLE_FORKS": str(max(1, len(request.inventory.get("all", {}).get("hosts", {})))),
                     "ANSIBLE_SSH_CONTROL_PATH_DIR": request.control_dir,
                     **_HOST_KEYS_CHECKED,
                 },

@@ -1,7 +1,9 @@
 """The host bootstrap as a Pulumi resource: Ansible turns the machines into a cluster and back.
 
 `HostBootstrap` is a dynamic resource (pure Python, no plugin). Its provider runs
-ansible/playbooks/site.yml on create and update, and reset.yml on delete. `diff` compares a
+ansible/playbooks/site.yml on create and update, and reset.yml on delete. An update that drops
+nodes first runs remove_nodes.yml on those nodes alone (drained and taken out of the cluster from
+the server, then reset), so the machines that stay are not touched by a reset. `diff` compares a
 content hash of the playbooks, roles, generated inventory and variables, so a `pulumi up` with
 nothing changed runs no Ansible at all. The engine hands `delete` the stored outputs, not the
 inputs, so everything reset needs is kept in the outputs, and nothing there names a place in
@@ -28,7 +30,7 @@ from lab.bootstrap import kubeconfig
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir, with_known_hosts
 from lab.bootstrap.playbook import PlaybookResult, run_playbook
 from lab.bootstrap.tokens import kept_tokens, new_tokens, playbook_secrets
-from lab.config import LabConfig
+from lab.config import ConfigError, LabConfig
 from lab.paths import ANSIBLE_DIR
 
 if TYPE_CHECKING:
@@ -38,6 +40,11 @@ SECRET_OUTPUTS = ["token", "kubeconfig"]
 # Set to a new value (e.g. `K8SCIFAR_RERUN_HOSTS=$(date +%s) pulumi up`) to re-run site.yml
 # although nothing changed; leaving it out later changes nothing.
 RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
+# Run on the nodes an update drops, before site.yml runs on those that stay.
+REMOVE_PLAYBOOK = "remove_nodes.yml"
+# The inventory groups whose node cannot change while the lab stands: the cluster's control plane
+# and the export every node mounts live there (a new server is a new cluster).
+FIXED_GROUPS = ("server", "nfs_server")
 
 
 def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[str, Any]) -> str:
@@ -74,13 +81,53 @@ def bootstrap_inputs(
     }
 
 
+def _machines(inventory: dict[str, Any]) -> dict[str, str | None]:
+    """Each node's name and the address of its machine (None for a local connection)."""
+    return {name: host.get("ansible_host") for name, host in inventory["all"]["hosts"].items()}
+
+
+def _group(inventory: dict[str, Any], group: str) -> dict[str, str | None]:
+    machines = _machines(inventory)
+    members = inventory["all"].get("children", {}).get(group, {}).get("hosts", {})
+    return {name: machines[name] for name in members}
+
+
+def leaving_nodes(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+    """The nodes of the stored inventory that the new one drops, in the stored order.
+
+    A node kept under its name on another address is another machine: the old one leaves. The
+    server and the NFS server cannot leave while the lab stands; raises ConfigError, before
+    anything runs, when the new inventory would change either.
+    """
+    old, new = olds["inventory"], news["inventory"]
+    problems = [
+        f"the {group.replace('_', ' ')} was {_describe(_group(old, group))} and would be"
+        f" {_describe(_group(new, group))}: it cannot change while the lab stands; keep it, or"
+        " `pulumi destroy` the lab and bring it up anew"
+        for group in FIXED_GROUPS
+        if _group(old, group) != _group(new, group)
+    ]
+    if problems:
+        raise ConfigError("k8scifar:nodes", problems)
+    kept = _machines(new)
+    return [name for name, address in _machines(old).items() if kept.get(name) != address]
+
+
+def _describe(nodes: dict[str, str | None]) -> str:
+    return ", ".join(f"{name} ({address})" for name, address in nodes.items()) or "no node"
+
+
 def runner_dir(stack: str) -> Path:
     """ansible-runner's work directory for the stack's playbooks (their logs are kept there)."""
     return stack_state_dir(stack) / "ansible-runner"
 
 
 def _run(
-    props: dict[str, Any], playbook: str, secret_vars: dict[str, Any] | None = None, verbose: bool = False
+    props: dict[str, Any],
+    playbook: str,
+    secret_vars: dict[str, Any] | None = None,
+    verbose: bool = False,
+    limit: list[str] | None = None,
 ) -> PlaybookResult:
     """Run `playbook` for the stored `props` with this checkout's Ansible tree and state."""
     stack = props["stack"]
@@ -91,6 +138,7 @@ def _run(
         props["extravars"],
         secret_vars=secret_vars,
         verbose=verbose,
+        limit=limit,
     )
 
 
@@ -110,6 +158,8 @@ def _site(props: dict[str, Any], token: dict[str, str], verbose: bool) -> dict[s
 class HostBootstrapProvider(ResourceProvider):
     """create/update: site.yml; delete: reset.yml; diff: content hash (or an explicit re-run).
 
+    An update that drops nodes resets those first, from the stored inventory, which still has them.
+
     `verbose`: every task's line on stderr, not only a line per play and host.
     """
 
@@ -121,10 +171,14 @@ class HostBootstrapProvider(ResourceProvider):
         return CreateResult(f"hosts-{props['stack']}", _site(props, new_tokens(), self.verbose))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        leaving_nodes(olds, news)  # a server or NFS server change is refused in the preview
         asked = bool(news.get("rerun")) and news.get("rerun") != olds.get("rerun")
         return DiffResult(changes=asked or olds.get("content_hash") != news.get("content_hash"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        leaving = leaving_nodes(olds, news)
+        if leaving:
+            _run(olds, REMOVE_PLAYBOOK, verbose=self.verbose, limit=leaving)
         return UpdateResult(_site(news, kept_tokens(olds["token"]), self.verbose))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -186,4 +240,5 @@ __all__ = [
     "cluster_identifier",
     "content_hash",
     "kubernetes_provider",
+    "leaving_nodes",
 ]

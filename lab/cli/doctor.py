@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 
 from lab.cli.support import bandwidth, operator_checks, preflight
 from lab.cli.support.console import CliError, Finding, Level, console, plural, print_findings
@@ -19,7 +20,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Preflight: Pulumi CLI, Python dependencies, SSH and sudo, OS, GPU driver, time"
         " sync, free ports, the configured interfaces, the trainer's uid, two nodes on one machine, an"
         " existing cluster the lab did not install, the host firewall when the ranks use the host"
-        " network, and the bandwidth between the nodes with what it means for DDP."
+        " network, the bandwidth between every pair of nodes, and what the slowest link means for DDP at"
+        " the planned world size."
         " Exits 1 when any finding is an error.",
     )
     add_stack_option(parser)
@@ -48,32 +50,58 @@ def run(args: argparse.Namespace) -> int:
         with console.status(f"checking {node.name} ({node.address})"):
             findings += preflight.node_findings(cfg, args.stack, node, machines)
     reachable = not any(f.check == "SSH" and f.level is Level.ERROR for f in findings)
+    links: list[bandwidth.Measurement] = []
     if len(cfg.nodes) > 1 and reachable and not args.no_bandwidth:
-        with console.status(f"measuring the link between {cfg.nodes[0].name} and {cfg.nodes[1].name}"):
-            findings.append(link_finding(cfg, args.stack, args.bandwidth_mib))
+        link_results, links = link_findings(cfg, args.stack, args.bandwidth_mib)
+        findings += link_results
+    if cfg.batch_note:
+        findings.append(Finding("lab", "batch", Level.OK, cfg.batch_note))
     print_findings(f"labctl doctor --stack {args.stack}", findings)
+    if len(links) > 1:
+        console.print(bandwidth.matrix(cfg.nodes, links))
     counts = {level: sum(f.level is level for f in findings) for level in Level}
     warnings, errors = plural(counts[Level.WARNING], "warning"), plural(counts[Level.ERROR], "error")
     console.print(f"{counts[Level.OK]} ok, {warnings}, {errors}")
     return 1 if counts[Level.ERROR] else 0
 
 
-def link_finding(cfg: LabConfig, stack: str, mebibytes: int) -> Finding:
-    """The measured link between the first two nodes, and what it means for the configured run."""
-    sender, receiver = (Remote.of(stack, cfg.ssh, node) for node in cfg.nodes[:2])
-    where = f"{sender.node.name}->{receiver.node.name}"
-    try:
-        link = bandwidth.measure(sender, receiver, cfg.trainer.port, mebibytes)
-    except (CliError, SshError) as err:
-        return Finding(where, "bandwidth", Level.ERROR, str(err), "fix the link, then run doctor again")
+def link_findings(
+    cfg: LabConfig, stack: str, mebibytes: int
+) -> tuple[list[Finding], list[bandwidth.Measurement]]:
+    """Every pair of nodes measured (a finding each), and what the slowest link means for the
+    planned run: a ring all-reduce moves at the pace of its slowest hop, so that link decides."""
+    findings, links = [], []
+    for first, second in itertools.combinations(cfg.nodes, 2):
+        sender, receiver = (Remote.of(stack, cfg.ssh, node) for node in (first, second))
+        where = f"{first.name}->{second.name}"
+        with console.status(f"measuring the link between {first.name} and {second.name}"):
+            try:
+                link = bandwidth.measure(sender, receiver, cfg.trainer.port, mebibytes)
+            except (CliError, SshError) as err:
+                findings.append(
+                    Finding(where, "bandwidth", Level.ERROR, str(err), "fix the link, then run doctor again")
+                )
+                continue
+        links.append(link)
+        findings.append(Finding(where, "bandwidth", Level.OK, link.describe()))
+    if links:
+        findings.append(_speedup_finding(cfg, min(links, key=lambda link: link.bits_per_second)))
+    return findings, links
+
+
+def _speedup_finding(cfg: LabConfig, slowest: bandwidth.Measurement) -> Finding:
+    """The expected speed-up of the planned world over one rank, on the slowest link."""
     can_pack = cfg.has_gpus and max(n.gpus for n in cfg.nodes) >= cfg.replicas
     cost = ddp_cost(
-        cfg.trainer.model, cfg.replicas, cfg.trainer.batch_size, link.bits_per_second, cfg.has_gpus, can_pack
+        cfg.trainer.model, cfg.replicas, cfg.batch_size, slowest.bits_per_second, cfg.has_gpus, can_pack
     )
-    detail = f"{link.describe()}; {cfg.trainer.model} on {cfg.replicas} ranks: {cost.explain()}"
+    detail = (
+        f"slowest link {slowest.describe()}; {cfg.trainer.model} on {cfg.replicas} ranks, batch"
+        f" {cfg.batch_size}: {cost.explain()}"
+    )
     if _configured_for(cfg, cost.advice):
-        return Finding(where, "bandwidth", Level.OK, f"{detail}; the stack already suits it")
-    return Finding(where, "bandwidth", Level.WARNING, detail, ADVICE_TEXT[cost.advice])
+        return Finding("lab", "DDP speed-up", Level.OK, f"{detail}; the stack already suits it")
+    return Finding("lab", "DDP speed-up", Level.WARNING, detail, ADVICE_TEXT[cost.advice])
 
 
 def _configured_for(cfg: LabConfig, advice: Advice) -> bool:

@@ -130,7 +130,7 @@ def run_table(run: dict[str, Any]) -> Table:
 
 def ranks_table(ranks: list[Rank]) -> Table:
     table = Table(title="ranks", title_justify="left")
-    for column in ("rank", "pod", "node", "phase", "restarts"):
+    for column in ("ranks", "pod", "node", "phase", "restarts"):
         table.add_column(column)
     for r in ranks:
         table.add_row(r.rank, r.pod, r.node, r.phase, str(r.restarts))

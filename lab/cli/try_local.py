@@ -1,8 +1,9 @@
-"""`labctl try`: the lab's main job on two local test machines, in one command (root).
+"""`labctl try`: the lab's main job on local test machines (two unless `--machines` says), in one
+command (root).
 
-It brings up two systemd-nspawn machines (lab.testbed), bootstraps them with the real roles
+It brings up that many systemd-nspawn machines (lab.testbed), bootstraps them with the real roles
 through the runner `pulumi up` uses (`labctl hosts up`, with the `testbed` stack's settings, which
-skip the Kubernetes install), trains CIFAR-10 with DDP across both (one torchrun per machine,
+skip the Kubernetes install), trains CIFAR-10 with DDP across all of them (one torchrun per machine,
 ranks talking Gloo over the machines' own links: lab.testbed.ddp), copies results and plots out,
 runs the validation suite, and removes everything, also when interrupted.
 """
@@ -39,16 +40,18 @@ from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_
 from lab.paths import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
-from lab.testbed.layout import CACHE_ROOT, Layout
+from lab.testbed.layout import CACHE_ROOT, MAX_MACHINES, Layout
 from lab.testbed.machines import login_command
 from lab.validation.runner import validate
 from trainer import contract
 from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES
+from trainer.hyperparameters import nearest_batch
 
 # Its own machines and addresses, apart from the test machines the integration tests use.
 TESTBED_NAME = "try"
 SUBNET = "10.77.2.0/24"
 STACK = "try"  # the state it keeps in .lab/try/ while it runs
+MACHINES = 2  # unless --machines says otherwise: a server and an agent, as the reference lab
 BASE_STACK = "testbed"  # whose settings the machines get (stacks/Pulumi.testbed.yaml)
 COLLECTIVE_TIMEOUT_S = 30
 DOWNLOAD_TIMEOUT_S = 900
@@ -61,9 +64,10 @@ BOOTSTRAP_LOG = "bootstrap.log"  # in the run folder: site.yml's full log, every
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "try",
-        help="run the lab's main job on two local test machines (root, a few minutes)",
-        description="Bring up two local test machines (systemd-nspawn), bootstrap them with the lab's"
-        " Ansible roles, train CIFAR-10 with DDP across both, write results and plots, run the"
+        help="run the lab's main job on local test machines (root, a few minutes)",
+        description="Bring up local test machines (systemd-nspawn; two unless --machines says), bootstrap"
+        " them with the lab's Ansible roles, train CIFAR-10 with DDP across all of them (a rank per"
+        " machine), write results and plots, run the"
         " validation suite, and remove the machines. Needs root and the Debian packages"
         " debootstrap, systemd-container and apt-cacher-ng (scripts/setup.sh as root installs them)."
         " Kubernetes is not installed on these machines.",
@@ -87,6 +91,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="folder for the run's results (default: %(default)s)",
     )
     parser.add_argument("--epochs", type=int, help="epochs (default: 4 on generated data, 1 on CIFAR-10)")
+    parser.add_argument(
+        "--machines",
+        type=int,
+        default=MACHINES,
+        metavar="N",
+        help=f"machines, a rank on each: a server and N-1 agents, 2 to {MAX_MACHINES} (default: %(default)s)",
+    )
     add_verbose_option(parser)
     parser.add_argument("--keep", action="store_true", help="leave the machines up afterwards")
     parser.add_argument("--down", action="store_true", help="only remove the machines a --keep run left")
@@ -104,8 +115,8 @@ class Dataset:
         return 50_000 if self.real else GENERATED_IMAGES[0]
 
 
-def layout() -> Layout:
-    return Layout(TESTBED_NAME, 2, SUBNET)
+def layout(machines: int = MACHINES) -> Layout:
+    return Layout(TESTBED_NAME, machines, SUBNET)
 
 
 def _given_data(path: Path) -> Path:
@@ -124,6 +135,11 @@ def _check(args: argparse.Namespace) -> None:
     """Every reason it cannot run, before anything is made: the command line's own first."""
     if args.epochs is not None and args.epochs < 1:
         raise CliError(f"--epochs {args.epochs}: give at least 1")
+    if not MACHINES <= args.machines <= MAX_MACHINES:
+        raise CliError(
+            f"--machines {args.machines}: give {MACHINES} to {MAX_MACHINES} (a server and at least one"
+            " agent, and the test machines' subnet holds at most that many)"
+        )
     problem = _unwritable(args.out)
     if problem:
         raise CliError(f"--out {args.out}: {problem}; name a folder this user can write")
@@ -157,8 +173,8 @@ def _unwritable(out: Path) -> str | None:
 
 
 def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
-    lay = layout()
-    low, high = minutes_range(images, epochs)
+    lay = layout(args.machines)
+    low, high = minutes_range(images, epochs, args.machines)
     data = (
         f"CIFAR-10 from {args.data}"
         if args.data
@@ -170,13 +186,13 @@ def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
     if not args.keep:
         ending = "everything removed, also on Ctrl-C, a kill or a closed terminal"
     console.print(
-        f"labctl try: the lab's main job on two local machines, {low:g} to {high:g} minutes on 2 cores"
-        " (the longer on a busy machine).\n"
-        f"  1. two Debian 12 machines (systemd-nspawn) on a private bridge: "
+        f"labctl try: the lab's main job on {lay.count} local machines, {low:g} to {high:g} minutes on"
+        " 2 cores (the longer on a busy machine).\n"
+        f"  1. {lay.count} Debian 12 machines (systemd-nspawn) on a private bridge: "
         f"{', '.join(f'{m.name} {m.address}' for m in lay.machines)}\n"
         f"  2. bootstrap with the lab's Ansible roles through the runner `pulumi up` uses"
         f" (stack {BASE_STACK}'s settings: packages, kernel settings, NFS export folders, registry mirror)\n"
-        f"  3. DDP training across both machines, one rank each, over their own network: {data},"
+        f"  3. DDP training across the {lay.count} machines, one rank each, over their own network: {data},"
         f" {epochs} epochs of a narrow network\n"
         f"  4. results and plots into {args.out}/, then the validation suite\n"
         f"  5. {ending}\n"
@@ -197,14 +213,26 @@ def _timed(text: str) -> Iterator[None]:
     console.print(f"  done in {time.monotonic() - began:.0f} s")
 
 
-def _write_stack(lay: Layout) -> LabConfig:
-    """The `testbed` stack's settings on this run's machines, as stack `try` in the testbed's state."""
+def stack_values(lay: Layout) -> dict[str, Any]:
+    """The `testbed` stack's settings on `lay`'s machines: its server on the first machine, an
+    agent like its own on each of the others, a rank each."""
     values = read_stack_values(stack_file(BASE_STACK))
+    server, agent = values["nodes"]
     values["nodes"] = [
-        node | {"name": machine.name, "address": machine.address}
-        for node, machine in zip(values["nodes"], lay.machines, strict=True)
+        (server if index == 0 else agent) | {"name": machine.name, "address": machine.address}
+        for index, machine in enumerate(lay.machines)
     ]
     values["ssh"] = values.get("ssh", {}) | {"keyPath": str(lay.key)}
+    values["trainer"] = values["trainer"] | {
+        "replicas": lay.count,
+        "batchSize": nearest_batch(values["trainer"]["batchSize"], lay.count),
+    }
+    return values
+
+
+def _write_stack(lay: Layout) -> LabConfig:
+    """stack_values(lay) as stack `try` in the testbed's state."""
+    values = stack_values(lay)
     folder = stacks_dir(lay)
     folder.mkdir(mode=0o700)
     content = {"config": {f"{PROJECT}:{key}": value for key, value in values.items()}}
@@ -263,13 +291,13 @@ def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
 
 
 def _train(lay: Layout, data: Dataset, epochs: int, name: str, runs: Path) -> None:
-    job = ddp.DdpJob(lay, ddp.small_run(data.root, runs, name, epochs), name, COLLECTIVE_TIMEOUT_S)
+    job = ddp.DdpJob(lay, ddp.small_run(data.root, runs, name, epochs, lay.count), name, COLLECTIVE_TIMEOUT_S)
     job.start()
     try:
-        codes = _follow(job, timeout=estimate(data.images, epochs) * 4)
+        codes = _follow(job, timeout=estimate(data.images, epochs, lay.count) * 4)
     finally:
         job.stop()
-    if codes != [0, 0]:
+    if any(codes):
         last = job.output(last=1).split("] ", 1)[-1]
         raise CliError(f"training failed (torchrun exit codes {codes}): {last}")
 
@@ -316,21 +344,19 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
     data = _dataset(args, work)
     console.print(f"  {data.note}", soft_wrap=True)
     epochs = args.epochs or EPOCHS["real" if data.real else "generated"]
-    with _timed("1/5 machines: creating and booting two Debian 12 machines"):
+    with _timed(f"1/5 machines: creating and booting {lay.count} Debian 12 machines"):
         testbed.up(lay)
     run_folder = args.out / name
     run_folder.mkdir(parents=True, exist_ok=True)
     with _timed("2/5 bootstrap: site.yml with the lab's roles (a line per play and machine)"):
         # The full log, every task's line, kept with the run: the stack's state goes at teardown.
         hosts.up(_write_stack(lay), STACK, args.verbose, log_copy=run_folder / BOOTSTRAP_LOG)
-    machines = lay.machines
-    with _timed(
-        f"3/5 training: DDP, rank 0 on {machines[0].name}, rank 1 on {machines[1].name}, {epochs} epochs"
-    ):
+    ranks = ", ".join(f"rank {rank} on {machine.name}" for rank, machine in enumerate(lay.machines))
+    with _timed(f"3/5 training: DDP, {ranks}, {epochs} epochs"):
         _train(lay, data, epochs, name, work / "runs")
     LocalRuns(work / "runs").fetch(args.out)
     console.print(f"  {_summary_line(run_folder)}")
-    with _timed("4/5 validation: the testinfra suite against both machines"):
+    with _timed(f"4/5 validation: the testinfra suite against the {lay.count} machines"):
         code = _validate(lay, run_folder)
     console.print(
         f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt,"
@@ -351,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
     if args.data:
         _given_data(args.data)
     _check(args)
+    lay = layout(args.machines)
     images = 50_000 if args.data else GENERATED_IMAGES[0]
     _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
     began = time.monotonic()

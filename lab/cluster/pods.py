@@ -145,7 +145,7 @@ def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> li
     # Left unset, epochs and learning rate are the model's recipe, which the trainer knows.
     if t.epochs is not None:
         args += ["--epochs", str(t.epochs)]
-    args += ["--batch-size", str(t.batch_size)]
+    args += ["--batch-size", str(lab.batch_size)]
     if t.learning_rate is not None:
         args += ["--lr", str(t.learning_rate)]
     args += [

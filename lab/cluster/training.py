@@ -68,7 +68,7 @@ def run_name(lab: LabConfig, image_tag: str) -> str:
         "image": image_tag,
         "model": t.model.value,
         "epochs": t.epochs,
-        "batch_size": t.batch_size,
+        "batch_size": lab.batch_size,
         "lr": t.learning_rate,
         "seed": t.seed,
         "backend": lab.backend,

@@ -72,7 +72,9 @@ def cross_checks(cfg: LabConfig) -> list[str]:
         problems.append("k8scifar:trainer.backend: nccl needs GPUs and no node has any; use gloo or auto")
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
         problems.append(_placement_problem(cfg, cfg.trainer.replicas))
-    if cfg.trainer.batch_size % cfg.replicas:
+    # Left out, the batch is the default or the nearest that splits (lab.config.batch): only the
+    # stack's is refused.
+    if cfg.batch_set_by_stack and cfg.trainer.batch_size % cfg.replicas:
         problems.append(
             f"k8scifar:trainer.batchSize: {cfg.trainer.batch_size} does not split evenly over"
             f" {cfg.replicas} ranks; use {nearest_batch(cfg.trainer.batch_size, cfg.replicas)},"

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, field_validator
 
+from lab.config.batch import chosen_note, global_batch
 from lab.config.facts import (
     DERIVED_NAMESPACE_SUFFIXES,
     DNS_LABEL_MAX,
@@ -167,6 +168,21 @@ class LabConfig(KeyModel):
     def replicas(self) -> int:
         """Ranks of the training run (the world size)."""
         return self.world.ranks
+
+    @property
+    def batch_set_by_stack(self) -> bool:
+        return "batch_size" in self.trainer.model_fields_set
+
+    @property
+    def batch_size(self) -> int:
+        """The global batch the run trains with: the stack's, else the default or the nearest that
+        splits evenly over the ranks (lab.config.batch)."""
+        return global_batch(self.trainer.batch_size, self.batch_set_by_stack, self.replicas)
+
+    @property
+    def batch_note(self) -> str | None:
+        """The sentence that says the lab chose the batch, when it did."""
+        return chosen_note(self.trainer.batch_size, self.batch_set_by_stack, self.replicas)
 
     @property
     def max_replicas(self) -> int:

@@ -65,7 +65,8 @@ class Trainer(KeyModel):
         default=1024,
         **RULES["batch_size"].bounds(),
         description="Global batch size, fixed whatever the world size; a multiple of the ranks,"
-        " at most CIFAR-10's 50000 training images.",
+        " at most CIFAR-10's 50000 training images. Left out: 1024, or the nearest batch that splits"
+        " evenly over the ranks when 1024 does not (1026 for 6), which `pulumi up` and `doctor` say.",
     )
     learning_rate: float | None = Field(
         default=None, **RULES["lr"].bounds(), description="Learning rate; default: the model's recipe."

@@ -23,10 +23,12 @@ from lab.testbed import network, processes
 from lab.testbed.commands import TestbedError
 from lab.testbed.layout import Layout
 from trainer import contract
+from trainer.hyperparameters import nearest_batch
 from trainer.launch import worker_environment
 
 RDZV_PORT = 29400
 TRAINER_MODULE = "trainer"
+SMALL_BATCH = 256  # small_run's global batch on two ranks
 # The trainer's progress lines: one after each epoch, one after loading a checkpoint.
 EPOCH_LINE = r"^epoch +\d+/\d+ "
 RESUMED_LINE = r"^resumed from "
@@ -40,12 +42,15 @@ class Recovery:
     next_epoch_s: float  # the first epoch after the fault completed (bounds the next step from above)
 
 
-def small_run(data: Path, runs: Path, name: str, epochs: int = 4) -> list[str]:
+def small_run(data: Path, runs: Path, name: str, epochs: int = 4, ranks: int = 2) -> list[str]:
     """`trainer train` flags for a small run (a narrow network on one thread per rank): a few
-    seconds per epoch of a few thousand images on 2 cores."""
+    seconds per epoch of a few thousand images on 2 cores. Its global batch is the one nearest
+    SMALL_BATCH that splits evenly over `ranks`."""
+    batch = nearest_batch(SMALL_BATCH, ranks)
     return [
         "--data", str(data), "--runs", str(runs), "--run-name", name, "--epochs", str(epochs),
-        "--width", "16", "--batch-size", "256", "--threads", "1", "--tta", "0", "--backend", contract.GLOO,
+        "--width", "16", "--batch-size", str(batch), "--threads", "1", "--tta", "0",
+        "--backend", contract.GLOO,
     ]  # fmt: skip
 
 

@@ -21,6 +21,8 @@ DEFAULT_SUBNET = "10.77.0.0/24"
 FIRST_HOST = 11  # machines take .11, .12, ...; the host side of the bridge takes .1
 APT_PROXY_PORT = 3199  # not 3142: a system apt-cacher-ng may hold that on every address
 USER = "lab"
+# Machines of one testbed: their addresses and link names carry a one-digit index.
+MAX_MACHINES = 9
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class Layout:
     def __post_init__(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
             raise ValueError(f"testbed name {self.name!r} must be 1 to 6 letters or digits")
-        if not 1 <= self.count <= 9:
-            raise ValueError(f"--count {self.count} must be between 1 and 9")
+        if not 1 <= self.count <= MAX_MACHINES:
+            raise ValueError(f"--count {self.count} must be between 1 and {MAX_MACHINES}")
         net = ipaddress.ip_network(self.subnet)
         if net.version != 4 or net.prefixlen > 24 or not net.is_private:
             raise ValueError(f"subnet {self.subnet} must be a private IPv4 network of /24 or larger")

@@ -90,6 +90,26 @@ def test_ranks_are_the_training_pods_in_rank_order() -> None:
     ]
 
 
+def test_a_pod_of_several_workers_shows_the_global_ranks_it_holds() -> None:
+    """Three nodes of two GPUs: a pod each, two workers each (ranks 0-1, 2-3, 4-5); a sweep pod
+    beside them is a run of its own."""
+    pods = {
+        "items": [
+            _pod("trainer-2", "training", "c", "2"),
+            _pod("trainer-0", "training", "a", "0"),
+            _pod("trainer-1", "training", "b", "1"),
+            _pod("sweep-1-x", "sweep", "a", "1"),
+        ]
+    }
+    found = ranks(pods, ranks_per_pod=2)
+    assert [(r.rank, r.pod, r.node) for r in found] == [
+        ("0-1", "trainer-0", "a"),
+        ("2-3", "trainer-1", "b"),
+        ("4-5", "trainer-2", "c"),
+        ("1", "sweep-1-x", "a"),
+    ]
+
+
 def test_a_stack_name_that_climbs_out_of_the_state_folder_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,11 +23,29 @@ from lab.cli.support.preflight import (
 )
 from lab.config import LabConfig, Node
 from tests.cli.conftest import labctl, loopback_values, node, write_stack
-from tests.support.sshd import AGENT, NOWHERE, SERVER, Sshd
+from tests.support.sshd import AGENT, NOWHERE, SERVER, THIRD, Sshd
 
 
 def _rows(out: str, check: str) -> list[str]:
     return [line for line in out.splitlines() if f"│ {check} " in line]
+
+
+def _details(out: str, check: str) -> list[str]:
+    """The detail cell of each `check` row, with the lines the table folded it onto joined."""
+    details: list[list[str]] = []
+    current: list[str] | None = None
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if len(cells) != 5:
+            current = None
+        elif cells[1] == check:
+            current = [cells[3]]
+            details.append(current)
+        elif current is not None and not cells[0] and not cells[1]:
+            current.append(cells[3])  # the same row, folded
+        else:
+            current = None
+    return [" ".join(words) for words in details]
 
 
 @pytest.mark.slow
@@ -48,7 +66,36 @@ def test_doctor_checks_the_operator_and_both_nodes(sshd: Sshd, tmp_path: Path) -
         assert len(rows) == 2 and all("│ ok " in r for r in rows), (check, result.out)
     link = _rows(result.out, "bandwidth")
     assert len(link) == 1 and "node-a -> node-b" in link[0] and "Gbit/s" in link[0], result.out
-    assert "all-reduce" in link[0]
+    (speedup,) = _details(result.out, "DDP speed-up")
+    assert "slowest link node-a -> node-b" in speedup and "on 2 ranks" in speedup
+    assert "all-reduce" in speedup and "expected speed-up over one rank" in speedup
+    assert "Gbit/s, row to column" not in result.out  # one link: its row says it all
+
+
+@pytest.mark.slow
+def test_doctor_measures_every_pair_of_nodes_and_the_speed_up_of_the_whole_world(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    values = loopback_values(sshd, tmp_path / "export")
+    values["nodes"].append(node("node-c", THIRD, "agent"))
+    write_stack(tmp_path, "three", values)  # no batchSize: the default 1024 does not split over 3
+    result = labctl(
+        "doctor", "--stack", "three", "--stacks-dir", tmp_path, "--bandwidth-mib", "8", "--nodes-only"
+    )
+    assert "Traceback" not in result.err
+    links = _rows(result.out, "bandwidth")
+    pairs = ("node-a -> node-b", "node-a -> node-c", "node-b -> node-c")
+    assert len(links) == 3 and all(any(p in row for row in links) for p in pairs), result.out
+    assert all("│ ok " in row and "Gbit/s" in row for row in links)
+    (speedup,) = _details(result.out, "DDP speed-up")
+    assert "on 3 ranks, batch 1023" in speedup and "expected speed-up over one rank" in speedup
+    (batch,) = _details(result.out, "batch")
+    assert "default 1024 does not split evenly over 3 ranks" in batch and "trains with 1023" in batch
+    matrix = result.out.split("Gbit/s, row to column", 1)[1].splitlines()
+    header = next(line for line in matrix if "node-a" in line)
+    assert all(name in header for name in ("node-a", "node-b", "node-c"))
+    row_a = next(line for line in matrix if line.strip("│ ").startswith("node-a"))
+    assert row_a.count(".") == 2  # two rates measured from node-a, a dash for itself
 
 
 def test_doctor_reports_an_unreachable_node_and_goes_on(sshd: Sshd, tmp_path: Path) -> None:

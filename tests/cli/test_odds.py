@@ -17,7 +17,7 @@ import pytest
 from lab.cli import build_parser
 from lab.cli.support.console import one_line, plural
 from lab.cli.support.operator_checks import PULUMI_INSTALL
-from lab.cli.support.try_estimate import minutes_range
+from lab.cli.support.try_estimate import MEASURED_MACHINES, minutes_range
 from lab.cli.try_local import EPOCHS, GENERATED_IMAGES
 from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
 from lab.paths import STATE_DIR
@@ -195,6 +195,6 @@ def test_the_time_said_up_front_holds_the_measured_runs() -> None:
     """The plan gives a range that holds every `labctl try --generated` the benchmark measured."""
     report = (ROOT / "docs" / "benchmarks" / "try.md").read_text()
     (total,) = re.findall(r"command to prompt \| ([\d.]+) s(?: \(min ([\d.]+), max ([\d.]+))?", report)
-    low, high = minutes_range(GENERATED_IMAGES[0], EPOCHS["generated"])
+    low, high = minutes_range(GENERATED_IMAGES[0], EPOCHS["generated"], MEASURED_MACHINES)
     measured = [float(figure) / 60 for figure in total if figure]
     assert low < high and all(low <= minutes <= high for minutes in measured), (low, high, measured)

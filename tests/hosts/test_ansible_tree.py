@@ -19,7 +19,7 @@ ROLES = sorted(p for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
-@pytest.mark.parametrize("playbook", ["site.yml", "reset.yml"])
+@pytest.mark.parametrize("playbook", ["site.yml", "reset.yml", "remove_nodes.yml"])
 @pytest.mark.slow
 def test_playbooks_pass_the_syntax_check(playbook: str, tmp_path: Path) -> None:
     for stack in shipped_stacks():

@@ -72,7 +72,7 @@ def _loaded(pickled: str, cwd: Path) -> list[str]:
     script = (
         "import base64, sys, dill\n"
         "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n"
-        "same = {'content_hash': 'a'}\n"
+        "same = {'content_hash': 'a', 'inventory': {'all': {'hosts': {}}}}\n"
         "print(type(provider).__name__, provider.diff('id', same, same).changes)\n"
     )
     done = subprocess.run(

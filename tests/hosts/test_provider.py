@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, content_hash
-from lab.config import parse_config
+import pytest
+
+from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, content_hash, leaving_nodes
+from lab.config import ConfigError, parse_config
 from tests.hosts.conftest import local_inventory
 
 LAB = {
@@ -46,3 +48,41 @@ def test_the_content_hash_follows_every_file_of_the_tree(ansible_dir: Path) -> N
     site = ansible_dir / "playbooks" / "site.yml"
     site.write_text(site.read_text() + "# a new comment changes the content hash\n")
     assert content_hash(ansible_dir, {}, {}) != before
+
+
+THREE = {
+    "nodes": [
+        *LAB["nodes"],
+        {"name": "node-c", "address": "10.9.0.3", "user": "lab", "role": "agent"},
+    ]
+}
+
+
+def _lab(nodes: list[dict]) -> dict:
+    return bootstrap_inputs(parse_config({"nodes": nodes}), "demo")
+
+
+def test_an_update_resets_exactly_the_agents_the_stack_dropped() -> None:
+    three = _lab(THREE["nodes"])
+    assert leaving_nodes(three, _lab(LAB["nodes"])) == ["node-c"]
+    assert leaving_nodes(three, three) == []
+    assert leaving_nodes(_lab(LAB["nodes"]), three) == []  # a node added joins, nobody leaves
+    # A node kept under its name on another machine: the old machine leaves (and is reset).
+    moved = [*LAB["nodes"], {**THREE["nodes"][2], "address": "10.9.0.9"}]
+    assert leaving_nodes(three, _lab(moved)) == ["node-c"]
+
+
+def test_the_server_or_the_nfs_server_cannot_leave_a_standing_lab() -> None:
+    three = {**_lab(THREE["nodes"]), "token": "t", "kubeconfig": "", "nodes": {}, "changed": {}}
+    server, agent, other = THREE["nodes"]
+    promoted = [{**agent, "role": "server"}, {**server, "role": "agent"}, other]
+    server_moves = r"the server was node-a \(10\.9\.0\.1\) and would be node-b"
+    with pytest.raises(ConfigError, match=server_moves) as err:
+        HostBootstrapProvider().diff("hosts-demo", three, _lab(promoted))
+    assert "`pulumi destroy`" in str(err.value)
+    with pytest.raises(ConfigError, match=r"the nfs server was node-a \(10\.9\.0\.1\) and would be node-c"):
+        leaving_nodes(three, _nfs_on(THREE, "node-c"))
+
+
+def _nfs_on(lab: dict, node: str) -> dict:
+    return bootstrap_inputs(parse_config({**lab, "nfs": {"server": node}}), "demo")

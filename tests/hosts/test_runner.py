@@ -22,7 +22,7 @@ from lab.bootstrap.playbook import (
     run_playbook,
 )
 from lab.bootstrap.run_cleanup import control_dir, stop_playbook
-from tests.hosts.conftest import local_inventory
+from tests.hosts.conftest import local_inventory, make_ansible_dir
 from tests.support.processes import mentioning
 from tests.support.sshd import SERVER, Sshd
 
@@ -330,3 +330,32 @@ def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: P
         for bystander in bystanders:
             bystander.kill()
             bystander.wait()
+
+
+FORKS = """\
+- name: Report the run's workers and hosts
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Return them
+      ansible.builtin.set_stats:
+        data: {forks: "{{ ansible_forks }}", hosts: "{{ ansible_play_hosts_all }}"}
+        per_host: false
+        aggregate: false
+      run_once: true
+"""
+
+
+@pytest.mark.slow
+def test_every_node_gets_a_worker_and_a_limit_narrows_the_plays(tmp_path: Path) -> None:
+    """Twelve nodes, more than ansible.cfg's forks: all twelve run each task at once (agents
+    join together); with a limit the plays run on the named nodes only."""
+    ansible_dir = make_ansible_dir(tmp_path / "ansible", forks=FORKS)
+    names = [f"node-{i}" for i in range(12)]
+    inventory = local_inventory(tmp_path / "target", names)
+    work = tmp_path / "work"
+    run = run_playbook(work, "forks.yml", inventory, ansible_dir=ansible_dir, quiet=True)
+    assert int(run.stats["forks"]) == len(names) and sorted(run.stats["hosts"]) == sorted(names)
+    limit = ["node-3", "node-7"]
+    limited = run_playbook(work, "forks.yml", inventory, ansible_dir=ansible_dir, quiet=True, limit=limit)
+    assert sorted(limited.stats["hosts"]) == ["node-3", "node-7"]

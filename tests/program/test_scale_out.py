@@ -28,7 +28,7 @@ GPU = "nvidia.com/gpu"
 
 
 def _lab(machines: int, gpus: int, **trainer: Any) -> dict[str, Any]:
-    """The reference GPU stack grown to `machines` machines of `gpus` GPUs, replicas left out."""
+    """The reference GPU stack grown to `machines` machines of `gpus` GPUs, replicas and batch left out."""
     values = copy.deepcopy(read_stack_values(stack_file("example-gpu")))
     values["nodes"] = [
         {
@@ -40,13 +40,14 @@ def _lab(machines: int, gpus: int, **trainer: Any) -> dict[str, Any]:
         }
         for i in range(machines)
     ]
-    values["trainer"] = {**{k: v for k, v in values["trainer"].items() if k != "replicas"}, **trainer}
+    left_out = ("replicas", "batchSize")
+    values["trainer"] = {**{k: v for k, v in values["trainer"].items() if k not in left_out}, **trainer}
     return values
 
 
 SHAPES = {
-    # The recipe's 1024 does not split over six ranks: the loader names 1026 (the last test).
-    "3x2": _lab(3, 2, batchSize=1020),
+    # The recipe's 1024 does not split over six ranks: the lab trains them on 1026 (lab.config.batch).
+    "3x2": _lab(3, 2),
     "4x8": _lab(4, 8),
     "4x8-pack": _lab(4, 8, placement="pack", replicas=16),
 }
@@ -157,3 +158,17 @@ def test_a_batch_that_does_not_divide_names_the_nearest_that_does(batch: int, ne
     with pytest.raises(ConfigError) as caught:
         parse_config(_lab(3, 2, batchSize=batch))  # six ranks
     assert f"use {nearest}, the nearest multiple of 6" in str(caught.value)
+
+
+def test_a_batch_left_out_is_the_nearest_that_splits_and_the_lab_says_so() -> None:
+    lab = parse_config(_lab(3, 2))  # six ranks; the recipe's 1024 leaves a remainder of 4
+    assert lab.batch_size == 1026
+    assert lab.batch_note is not None
+    assert "default 1024 does not split evenly over 6 ranks: the run trains with 1026" in lab.batch_note
+    _, container = _training(scaled_run("3x2"))
+    args = container["args"]
+    assert args[args.index("--batch-size") + 1] == "1026"
+    # Where the default splits, it is the batch, and nothing is said.
+    assert (parse_config(_lab(4, 8)).batch_size, parse_config(_lab(4, 8)).batch_note) == (1024, None)
+    # A batch the stack sets is never moved: it is refused with the nearest (the test above).
+    assert parse_config(_lab(3, 2, batchSize=1020)).batch_size == 1020

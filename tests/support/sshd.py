@@ -24,6 +24,8 @@ import pytest
 
 # TEST-NET-1 (RFC 5737): documentation addresses, on the namespace's loopback device only.
 SERVER, AGENT = "192.0.2.1", "192.0.2.2"
+# A third node's address, for labs of more than two nodes.
+THIRD = "192.0.2.4"
 # An address of no machine: the namespace has no route there, so a connection fails at once.
 NOWHERE = "192.0.2.3"
 NETNS = f"k8scifar-cli-{os.getpid()}"
@@ -58,13 +60,13 @@ def _remove_stale_namespaces() -> None:
 
 @contextmanager
 def _nodes_network() -> Iterator[None]:
-    """The namespace with SERVER and AGENT on its loopback device, removed afterwards."""
+    """The namespace with SERVER, AGENT and THIRD on its loopback device, removed afterwards."""
     _remove_stale_namespaces()
     subprocess.run(["ip", "netns", "add", NETNS], check=True)
     try:
         inside = ["ip", "-n", NETNS]
         subprocess.run([*inside, "link", "set", "lo", "up"], check=True)
-        for address in (SERVER, AGENT):
+        for address in (SERVER, AGENT, THIRD):
             subprocess.run([*inside, "addr", "add", f"{address}/32", "dev", "lo"], check=True)
         yield
     finally:
@@ -77,7 +79,7 @@ def _keygen(path: Path) -> None:
 
 @pytest.fixture(scope="session")
 def _sshd_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    """sshd on SERVER and AGENT in the nodes' namespace, with its own host key, letting in root
+    """sshd on SERVER, AGENT and THIRD in the nodes' namespace, with its own host key, letting in root
     with a fresh key."""
     if os.geteuid() != 0:
         pytest.skip("network namespaces and logging in as the nodes' sudo user need root (CI runs as root)")
@@ -108,7 +110,8 @@ def _sshd(home: Path) -> Iterator[Sshd]:
     shutil.copy(home / "client_key.pub", home / "authorized_keys")
     port = 2222  # the namespace's own ports are all free
     (home / "sshd_config").write_text(
-        f"Port {port}\nListenAddress {SERVER}\nListenAddress {AGENT}\nHostKey {home / 'host_key'}\n"
+        f"Port {port}\nListenAddress {SERVER}\nListenAddress {AGENT}\nListenAddress {THIRD}\n"
+        f"HostKey {home / 'host_key'}\n"
         f"AuthorizedKeysFile {home / 'authorized_keys'}\nPidFile {home / 'sshd.pid'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
         "UsePAM no\nStrictModes no\n"

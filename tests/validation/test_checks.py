@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from lab.config import load_stack
+from lab.config.world import World
 from lab.remote.gpu_nodes import gpu_shortfalls
 from lab.validation.suite import checks
 
@@ -111,6 +112,16 @@ def test_pod_check() -> None:
     problems = checks.pod_problems({"items": [_pod("r-0"), _pod("r-1", "Pending", "False")]}, 2, "ranks")
     assert problems == ["ranks: 1 of 2 pods running and ready; not running: r-1 (Pending)"]
     assert checks.pod_problems({"items": [_pod("r-0", ready="False")]}, 1, "registry")
+
+
+def test_the_training_check_counts_a_pod_per_node_of_several_ranks() -> None:
+    """3 nodes x 2 GPUs: six ranks in three pods, all there when the three pods are Ready."""
+    six = World(ranks=6, ranks_per_pod=2)
+    trainers = [_pod(f"trainer-{i}") for i in range(3)]
+    assert checks.training_pod_problems({"items": trainers}, six) == []
+    assert checks.training_pod_problems({"items": trainers[:2]}, six) == [
+        "training ranks (6 in 3 pods): 2 of 3 pods running and ready"
+    ]
 
 
 def test_claim_check() -> None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.table import Table
+
 from lab.cli.support.console import CliError
+from lab.config import Node
 from lab.remote.ssh import Remote, SshError
 
 RECEIVER = """
@@ -88,3 +92,17 @@ def measure(sender: Remote, receiver: Remote, port: int, megabytes: int, timeout
 
 def _last(text: str) -> str:
     return (text.strip().splitlines() or ["no error output"])[-1]
+
+
+def matrix(nodes: Sequence[Node], links: Sequence[Measurement]) -> Table:
+    """The measured links as a table of Gbit/s, a row per sending node and a column per receiving
+    one; each pair is measured one way, the way doctor streamed it."""
+    rate = {(m.sender, m.receiver): f"{m.bits_per_second / 1e9:.2f}" for m in links}
+    table = Table(title="Gbit/s, row to column", title_justify="left")
+    table.add_column("from")
+    for node in nodes:
+        table.add_column(node.name, justify="right")
+    for sender in nodes:
+        cells = ["-" if to == sender else rate.get((sender.name, to.name), "") for to in nodes]
+        table.add_row(sender.name, *cells)
+    return table

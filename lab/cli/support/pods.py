@@ -21,8 +21,12 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 @dataclass(frozen=True)
 class Rank:
+    """A training pod: its index, the global ranks its workers hold, and where it runs."""
+
     pod: str
-    rank: str
+    component: str  # the training run's or the sweep's (app.kubernetes.io/component)
+    index: int  # the pod's ordinal (a sweep pod's completion index)
+    rank: str  # its ranks as shown: "4", or "4-5" for a pod of two workers
     node: str
     phase: str
     restarts: int
@@ -37,8 +41,15 @@ def training_components() -> set[str]:
     return {training.COMPONENT, sweep.COMPONENT}
 
 
-def ranks(pods: dict[str, Any]) -> list[Rank]:
-    """The pods of the DDP StatefulSet and the sweep Job, ordered by rank (the pod's index)."""
+def ranks(pods: dict[str, Any], ranks_per_pod: int = 1) -> list[Rank]:
+    """The pods of the DDP StatefulSet in rank order, then the sweep Job's by index.
+
+    A training pod of `ranks_per_pod` workers holds the global ranks from index x ranks_per_pod on
+    (torchrun hands each agent a contiguous block, in node-rank order: trainer/launch.py); a sweep
+    pod is a run of its own, one rank.
+    """
+    from lab.cluster import training  # here, not with the module: training_components says why
+
     found = []
     components = training_components()
     for pod in pods.get("items", []):
@@ -49,16 +60,22 @@ def ranks(pods: dict[str, Any]) -> list[Rank]:
         # A StatefulSet pod's ordinal, or a sweep pod's completion index (an annotation before 1.28).
         annotations = meta.get("annotations", {})
         index = labels.get(POD_INDEX) or labels.get(COMPLETION_INDEX) or annotations.get(COMPLETION_INDEX)
+        ordinal = int(index if index is not None else meta["name"].rsplit("-", 1)[-1])
+        component = labels[COMPONENT_LABEL]
+        per_pod = ranks_per_pod if component == training.COMPONENT else 1
+        first, last = ordinal * per_pod, (ordinal + 1) * per_pod - 1
         found.append(
             Rank(
                 pod=meta["name"],
-                rank=index if index is not None else meta["name"].rsplit("-", 1)[-1],
+                component=component,
+                index=ordinal,
+                rank=str(first) if first == last else f"{first}-{last}",
                 node=spec.get("nodeName") or "-",
                 phase=status.get("phase", "Unknown"),
                 restarts=sum(c.get("restartCount", 0) for c in status.get("containerStatuses", [])),
             )
         )
-    return sorted(found, key=lambda r: (len(r.rank), r.rank, r.pod))
+    return sorted(found, key=lambda r: (r.component != training.COMPONENT, r.index, r.pod))
 
 
 def _kubectl_get(cfg: LabConfig, stack: str, stacks_dir: Path, *what: str) -> dict[str, Any]:
@@ -80,7 +97,8 @@ def _kubectl_get(cfg: LabConfig, stack: str, stacks_dir: Path, *what: str) -> di
 
 def training_ranks(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[Rank]:
     """The lab namespace's training pods, as the server's kubectl lists them."""
-    return ranks(_kubectl_get(cfg, stack, stacks_dir, "pods", "-n", cfg.namespace))
+    pods = _kubectl_get(cfg, stack, stacks_dir, "pods", "-n", cfg.namespace)
+    return ranks(pods, cfg.world.ranks_per_pod)
 
 
 def gpu_node_lines(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[str]:

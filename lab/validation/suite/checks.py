@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from lab.config.world import World
 from lab.paths import ANSIBLE_DIR
 
 # The nfs_server role's mark of an export the lab made, and the lab's folders in it.
@@ -150,6 +151,11 @@ def pod_problems(pods: Mapping[str, Any], expected: int, what: str) -> list[str]
     ]
     detail = f"; not running: {', '.join(others)}" if others else ""
     return [f"{what}: {len(running)} of {expected} pods running and ready{detail}"]
+
+
+def training_pod_problems(pods: Mapping[str, Any], world: World) -> list[str]:
+    """The training run's pods: one per `world.ranks_per_pod` ranks, each holding that many GPUs."""
+    return pod_problems(pods, world.pods, f"training ranks ({world.ranks} in {world.pods} pods)")
 
 
 def claim_problems(claims: Mapping[str, Any]) -> list[str]:

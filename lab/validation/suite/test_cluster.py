@@ -74,6 +74,6 @@ def test_gpu_smoke_pod_runs_nvidia_smi(kubectl: Kubectl, lab: LabConfig) -> None
 def test_training_ranks_run_and_formed_their_group(kubectl: Kubectl, lab: LabConfig) -> None:
     selector = _selector(lab, training.APP, training.COMPONENT)
     pods = kubectl.get("pods", "-n", lab.namespace, "-l", selector)
-    checks.require(checks.pod_problems(pods, lab.replicas, "training ranks"))
-    logs = kubectl.run(f"logs -n {lab.namespace} -l {selector} --tail=-1 --max-log-requests={lab.replicas}")
+    checks.require(checks.training_pod_problems(pods, lab.world))
+    logs = kubectl.run(f"logs -n {lab.namespace} -l {selector} --tail=-1 --max-log-requests={lab.world.pods}")
     checks.require(checks.group_problems(logs.stdout))
