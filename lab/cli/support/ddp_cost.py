@@ -18,16 +18,17 @@ CHEAP_RATIO = 0.25
 
 @dataclass(frozen=True)
 class ModelCost:
-    parameters: int
+    parameters: int  # trained parameters at the default width: the fp32 gradient is 4 bytes each
     cpu_images_per_second: float  # one rank on the 2-core development machines (docs/scaling.md)
-    gpu_images_per_second: float  # one rank on a data-centre GPU, from the published reference runs
+    gpu_images_per_second: float  # one rank on a data-centre GPU
 
 
 MODELS = {
-    # airbench94: about 9.9 epochs of 50k images in 3.83 s on an A100.
-    Model.AIRBENCH: ModelCost(parameters=2_000_000, cpu_images_per_second=260, gpu_images_per_second=130_000),
-    # cifar10-fast ResNet-9: 24 epochs of 50k images in 79 s on a V100.
-    Model.RESNET9: ModelCost(parameters=6_600_000, cpu_images_per_second=90, gpu_images_per_second=15_000),
+    # The GPU figure is the trainer's own on an H100, the median of its side by side with
+    # airbench94 (docs/benchmarks/trainer-gpu.md; tests/cli/test_ddp_cost.py holds the two equal).
+    Model.AIRBENCH: ModelCost(parameters=1_971_352, cpu_images_per_second=260, gpu_images_per_second=166_345),
+    # Not measured by this project on a GPU: cifar10-fast's 24 epochs of 50k images in 79 s on a V100.
+    Model.RESNET9: ModelCost(parameters=6_573_120, cpu_images_per_second=90, gpu_images_per_second=15_000),
 }
 
 
