@@ -202,9 +202,14 @@ def run_playbook(
     quiet: print nothing; otherwise a line per play and host, and each failure in full, go to
         stderr (lab.bootstrap.playbook_progress).
     verbose: every task's line to stderr as well; it always goes to the run's log, log_file().
-    limit: run the plays on these hosts only (the others stay reachable for delegated tasks).
+    limit: run the plays on these hosts only (the others stay reachable for delegated tasks);
+        an empty list is refused (ValueError): Ansible reads an empty --limit as no limit at all.
     Returns the per-host counts and the `set_stats` values; raises PlaybookError on failure.
     """
+    if limit is not None and not limit:
+        # ansible-runner passes any limit but None on as `--limit`, and Ansible drops an empty
+        # pattern and then restricts nothing (ansible-core InventoryManager.subset, get_hosts).
+        raise ValueError(f"{playbook}: an empty limit names no host, and Ansible would run it on every host")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
     request = Request(

@@ -359,3 +359,14 @@ def test_every_node_gets_a_worker_and_a_limit_narrows_the_plays(tmp_path: Path) 
     limit = ["node-3", "node-7"]
     limited = run_playbook(work, "forks.yml", inventory, ansible_dir=ansible_dir, quiet=True, limit=limit)
     assert sorted(limited.stats["hosts"]) == ["node-3", "node-7"]
+
+
+def test_an_empty_limit_is_refused_not_run_on_every_host(tmp_path: Path) -> None:
+    """ansible-runner passes any limit but None as `--limit`, and Ansible drops an empty pattern and
+    restricts nothing (ansible-core `InventoryManager.subset`, `get_hosts`): an empty list of nodes
+    would run the plays on every host."""
+    ansible_dir = make_ansible_dir(tmp_path / "ansible", forks=FORKS)
+    inventory = local_inventory(tmp_path / "target", ["node-0", "node-1"])
+    with pytest.raises(ValueError, match="no host"):
+        run_playbook(tmp_path / "work", "forks.yml", inventory, ansible_dir=ansible_dir, quiet=True, limit=[])
+    assert not (tmp_path / "work").exists(), "nothing may start"
