@@ -199,12 +199,12 @@ def forward(cfg: LabConfig, stack: str, port: int, given: Path | None) -> int:
                     console.print(line, soft_wrap=True, markup=False)
                 console.print("Ctrl-C ends the port-forward.")
                 code = process.wait()
+                time.sleep(0.1)  # the readers' last lines, and a Ctrl-C that reached kubectl first
             except Stopped as stop:
                 if stop.signum != signal.SIGINT:
                     raise
                 console.print("the port-forward to Grafana is closed")
                 return 0  # Ctrl-C is how it ends
-            time.sleep(0.1)  # the readers' last lines
             raise CliError(f"the port-forward ended (kubectl exit status {code}): {_last(err, out)}")
         finally:
             if process.poll() is None:

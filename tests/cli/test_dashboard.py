@@ -64,6 +64,7 @@ def bench(tmp_path: Path) -> dict[str, object]:
 
 
 def _start(bench: dict[str, object], *extra: str) -> subprocess.Popen[str]:
+    """`labctl dashboard` in a session of its own, as a terminal runs it."""
     command = [sys.executable, "-m", "lab.cli", "dashboard", "--stack", str(bench["stack"])]
     return subprocess.Popen(
         [*command, "--stacks-dir", str(bench["stacks"]), *extra],
@@ -71,6 +72,7 @@ def _start(bench: dict[str, object], *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=bench["env"],  # type: ignore[arg-type]
+        start_new_session=True,
     )
 
 
@@ -120,6 +122,19 @@ def test_it_forwards_through_the_stack_kubeconfig_and_never_prints_a_secret(benc
     assert "the port-forward to Grafana is closed" in out and SECRET_MARK not in out + err
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
     assert set(Path(tempfile.gettempdir()).glob("labctl-dashboard-*")) == before
+
+
+def test_ctrl_c_in_its_terminal_closes_it_cleanly(bench: dict) -> None:
+    """A terminal's Ctrl-C reaches kubectl too, which may end first: still a clean close."""
+    proc = _start(bench)
+    try:
+        _until_open(proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "the port-forward to Grafana is closed" in out
 
 
 def test_a_given_kubeconfig_is_used_as_it_is(bench: dict, tmp_path: Path) -> None:
