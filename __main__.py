@@ -30,6 +30,9 @@ if lab.installs_kubernetes:
         pulumi.export(name, value)
     # `pulumi up` returns once every rank trains; this follows the run to its end.
     pulumi.export("wait", f"labctl wait --stack {pulumi.get_stack()}")
+    if lab.observability.enabled:
+        # Grafana through a port-forward, and where its password is (never printed by it).
+        pulumi.export("dashboard", f"labctl dashboard --stack {pulumi.get_stack()}")
 
 pulumi.export("nodes", {n.name: {"address": n.address, "role": n.role, "gpus": n.gpus} for n in lab.nodes})
 pulumi.export("registry", lab.registry_endpoint)

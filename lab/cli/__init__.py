@@ -1,5 +1,5 @@
 """`labctl`: the operator's command for the lab, before `pulumi up` (init, doctor) and after it
-(validate, status, wait, results)."""
+(validate, status, wait, results, dashboard)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import contextlib
 
 from lab.bootstrap.kubeconfig import KubeconfigError
 from lab.bootstrap.playbook import PlaybookError
-from lab.cli import doctor, hosts, init, render, results, status, try_local, validate, wait
+from lab.cli import dashboard, doctor, hosts, init, render, results, status, try_local, validate, wait
 from lab.cli.support.console import CliError, print_error
 from lab.cli.support.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         " `labctl try` runs it on two local test machines.",
     )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    for module in (try_local, init, doctor, hosts, render, validate, status, wait, results):
+    for module in (try_local, init, doctor, hosts, render, validate, status, wait, results, dashboard):
         module.register(commands)
     return parser
 

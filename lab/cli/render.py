@@ -3,7 +3,8 @@
 The program runs under the engine's mocks (lab/cluster/program_run.py), so no Pulumi CLI, plugin or
 cluster is needed, and every object is written exactly as the program declares it. The
 kubeconfig and the join secrets belong to the provider and the host bootstrap, which are not
-Kubernetes objects, so they are never written.
+Kubernetes objects, so they are never written. A Secret that only a Helm release reads (Grafana's
+admin password) stays with that release, which is not rendered either; any other Secret stops it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ ORDER = (
     "Job",
     "StatefulSet",
 )
+# What the lab goes without when a release is not installed.
+WITHOUT = {
+    "kueue": "the ranks then start without gang admission",
+    "prometheus": "no metrics are collected",
+    "grafana": "no dashboards",
+    "node-exporter": "no network figures",
+    "dcgm-exporter": "no GPU figures",
+}
+WITHOUT_DEFAULT = "the lab runs without it"
 # Objects that only patch what exists: pulumi-kubernetes' server-side apply patches
 # (`NodePatch`) become the partial object `kubectl apply` merges into the live one.
 PATCH_SUFFIX = "Patch"
@@ -58,15 +68,33 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def release_secrets(program: ProgramRun) -> dict[str, str]:
+    """The Secrets a Helm release waits for, each with that release's name: they exist for the
+    release alone, and go where it goes."""
+    releases = program.helm_releases()
+    return {
+        secret.urn: next(r.name for r in releases if secret.urn in r.dependencies)
+        for secret in program.of_kind("Secret")
+        if any(secret.urn in r.dependencies for r in releases)
+    }
+
+
 def manifests(program: ProgramRun) -> list[dict[str, Any]]:
-    """Every Kubernetes object of the run as the API takes it, in the order to apply them."""
-    from lab.cluster.program_run import kubernetes_object
+    """Every Kubernetes object of the run as the API takes it, in the order to apply them; no
+    Secret (those a Helm release reads are left out with it, any other is refused)."""
+    from lab.cluster.program_run import holds_secret, kubernetes_object
 
     objects = []
+    with_releases = release_secrets(program)
     for resource in program.kubernetes_objects():
+        if resource.kind == "Secret" and resource.urn in with_releases:
+            continue
+        if resource.kind == "Secret" or holds_secret(resource.inputs):
+            raise CliError(
+                f"the program declares {resource.kind} {resource.name} with a secret;"
+                " secrets are never rendered"
+            )
         obj = kubernetes_object(resource)
-        if obj["kind"] == "Secret":
-            raise CliError(f"the program declares Secret {resource.name}; secrets are never rendered")
         obj["kind"] = obj["kind"].removesuffix(PATCH_SUFFIX)
         obj["metadata"] = {"name": resource.name, **obj["metadata"]}
         objects.append(obj)
@@ -110,12 +138,15 @@ def run(args: argparse.Namespace) -> int:
         program = run_program(args.stack, values)
         objects = manifests(program)
     written = write(objects, args.dir, program)
+    kept = release_secrets(program)
     for release in program.helm_releases():
         # A chart and its custom resources need Helm and the engine; the pods run without them.
+        secrets = sorted(program.by_urn(urn).name for urn, name in kept.items() if name == release.name)
         console.print(
             f"not rendered: the Helm release {release.name} ({release.inputs['chart']}"
-            f" {release.inputs['version']}) and its objects; the ranks then start without gang"
-            " admission (`pulumi up` installs it)"
+            f" {release.inputs['version']}) and its objects"
+            + "".join(f", with the Secret {secret} it reads" for secret in secrets)
+            + f"; {WITHOUT.get(release.name, WITHOUT_DEFAULT)} (`pulumi up` installs it)"
         )
     console.print(
         f"wrote {plural(len(written), 'object')} to {args.dir}; after `labctl hosts up {flags(args)}`:"

@@ -1,5 +1,5 @@
-"""`labctl status`: the training run as it stands: ranks and their nodes, epoch, loss, accuracy,
-throughput, ETA and restarts."""
+"""`labctl status`: the training run as it stands: ranks and their nodes, the ranks' live figures
+from Prometheus where the lab has it, epoch, loss, accuracy, throughput, ETA and restarts."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
+from lab.cli.support import live
 from lab.cli.support.console import CliError, console, errors
 from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
 from lab.cli.support.runsource import runs_source
@@ -22,8 +23,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "status",
         help="show the training run as it stands",
-        description="Ranks and where they run (kubectl on the server over SSH), and the run's progress"
-        " from its status.json and metrics.jsonl on the NFS export.",
+        description="Ranks and where they run (kubectl on the server over SSH), their live figures from"
+        " the lab's Prometheus (step, epoch, train loss and images/s per rank, through the API server),"
+        " and the run's progress from its status.json and metrics.jsonl on the NFS export.",
     )
     add_stack_option(parser)
     parser.add_argument("--run", help="run folder name (default: the most recently updated run)")
@@ -32,6 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="read a local copy of the runs folder instead (no cluster query, no stack file needed)",
     )
+    live.add_prometheus_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -139,6 +142,7 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
+    cfg = None
     if args.runs_dir is None:
         cfg = load(args)
         if cfg.installs_kubernetes:
@@ -147,5 +151,7 @@ def run(args: argparse.Namespace) -> int:
             ranks = training_ranks(cfg, args.stack, args.stacks_dir)
             if ranks:
                 console.print(ranks_table(ranks))
-    console.print(run_table(pick_run(source.collect(), args.run, source.where, what_starts_a_run(args))))
+    picked = pick_run(source.collect(), args.run, source.where, what_starts_a_run(args))
+    live.show(args, cfg, picked)
+    console.print(run_table(picked))
     return 0

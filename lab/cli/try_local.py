@@ -4,8 +4,9 @@ command (root).
 It brings up that many systemd-nspawn machines (lab.testbed), bootstraps them with the real roles
 through the runner `pulumi up` uses (`labctl hosts up`, with the `testbed` stack's settings, which
 skip the Kubernetes install), trains CIFAR-10 with DDP across all of them (one torchrun per machine,
-ranks talking Gloo over the machines' own links: lab.testbed.ddp), copies results and plots out,
-runs the validation suite, and removes everything, also when interrupted.
+ranks talking Gloo over the machines' own links: lab.testbed.ddp) while a real Prometheus on this
+machine scrapes each rank's metrics (lab.cli.support.try_metrics), copies results, plots and the
+scraped series out, runs the validation suite, and removes everything, also when interrupted.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import yaml
 from lab import testbed
 from lab.cli import hosts
 from lab.cli.hosts import add_verbose_option
+from lab.cli.support import prometheus, try_metrics
 from lab.cli.support.console import CliError, console
 from lab.cli.support.runsource import LocalRuns
 from lab.cli.support.signals import uninterrupted
@@ -145,7 +147,7 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"--out {args.out}: {problem}; name a folder this user can write")
     if os.geteuid() != 0:
         raise CliError("labctl try needs root (network namespaces, mounts, machines): run it with sudo")
-    missing = missing_tools()
+    missing = missing_tools() + [f"{tool} (package prometheus)" for tool in prometheus.missing()]
     if missing:
         raise CliError(
             f"missing host tools: {', '.join(missing)}; install them with scripts/setup.sh as root"
@@ -193,7 +195,8 @@ def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
         f"  2. bootstrap with the lab's Ansible roles through the runner `pulumi up` uses"
         f" (stack {BASE_STACK}'s settings: packages, kernel settings, NFS export folders, registry mirror)\n"
         f"  3. DDP training across the {lay.count} machines, one rank each, over their own network: {data},"
-        f" {epochs} epochs of a narrow network\n"
+        f" {epochs} epochs of a narrow network; a Prometheus on this machine scrapes every rank every"
+        f" {try_metrics.SCRAPE_INTERVAL_S} s and is asked for their figures at the end\n"
         f"  4. results and plots into {args.out}/, then the validation suite\n"
         f"  5. {ending}\n"
         "  Not covered here: Kubernetes (no k3s or kubelet inside these machines; the stack skips the"
@@ -290,8 +293,9 @@ def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
     return job.wait(1)
 
 
-def _train(lay: Layout, data: Dataset, epochs: int, name: str, runs: Path) -> None:
-    job = ddp.DdpJob(lay, ddp.small_run(data.root, runs, name, epochs, lay.count), name, COLLECTIVE_TIMEOUT_S)
+def _train(lay: Layout, data: Dataset, epochs: int, name: str, runs: Path, metrics_port: int) -> None:
+    args = [*ddp.small_run(data.root, runs, name, epochs, lay.count), "--metrics-port", str(metrics_port)]
+    job = ddp.DdpJob(lay, args, name, COLLECTIVE_TIMEOUT_S)
     job.start()
     try:
         codes = _follow(job, timeout=estimate(data.images, epochs, lay.count) * 4)
@@ -348,19 +352,39 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
         testbed.up(lay)
     run_folder = args.out / name
     run_folder.mkdir(parents=True, exist_ok=True)
-    with _timed("2/5 bootstrap: site.yml with the lab's roles (a line per play and machine)"):
-        # The full log, every task's line, kept with the run: the stack's state goes at teardown.
-        hosts.up(_write_stack(lay), STACK, args.verbose, log_copy=run_folder / BOOTSTRAP_LOG)
-    ranks = ", ".join(f"rank {rank} on {machine.name}" for rank, machine in enumerate(lay.machines))
-    with _timed(f"3/5 training: DDP, {ranks}, {epochs} epochs"):
-        _train(lay, data, epochs, name, work / "runs")
+    cfg = _write_stack(lay)
+    port = cfg.observability.metrics_port  # where the ranks serve, as in the lab's pods
+    # Started now: Prometheus hands new targets to its scrapers only every 5 s (its discovery
+    # manager's update interval), and the first steps come soon after training starts.
+    with try_metrics.watching(lay, port, work) as watched:
+        with _timed("2/5 bootstrap: site.yml with the lab's roles (a line per play and machine)"):
+            # The full log, every task's line, kept with the run: the stack's state goes at teardown.
+            hosts.up(cfg, STACK, args.verbose, log_copy=run_folder / BOOTSTRAP_LOG)
+        ranks = ", ".join(f"rank {rank} on {machine.name}" for rank, machine in enumerate(lay.machines))
+        with _timed(
+            f"3/5 training: DDP, {ranks}, {epochs} epochs; Prometheus ({watched.server.api.url})"
+            f" scrapes them on port {port}"
+        ):
+            _train(lay, data, epochs, name, work / "runs", port)
+        try:
+            figures = watched.figures(name)
+        except prometheus.PrometheusError as err:
+            figures = [str(err)]
     LocalRuns(work / "runs").fetch(args.out)
+    watched.keep(run_folder)
     console.print(f"  {_summary_line(run_folder)}")
+    console.print(
+        "  asked of Prometheus on this machine, which scraped every rank as they trained (figures as"
+        " last scraped: the last steps may come after it):"
+    )
+    for line in figures:
+        console.print(f"    {line}", soft_wrap=True, markup=False)
     with _timed(f"4/5 validation: the testinfra suite against the {lay.count} machines"):
         code = _validate(lay, run_folder)
     console.print(
         f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt,"
-        f" {BOOTSTRAP_LOG}"
+        f" {BOOTSTRAP_LOG}, and the series Prometheus scraped ({try_metrics.DATA_FOLDER}/, with its"
+        f" {try_metrics.CONFIG_FILE})"
     )
     console.print(
         f"  labctl results --runs-dir {args.out}   # every run there; status --runs-dir: the latest"

@@ -27,6 +27,9 @@ from lab.cluster.storage import RUNS, declare_storage
 from lab.cluster.sweep import declare_sweep
 from lab.cluster.training import RUN_ANNOTATION, declare_training
 from lab.config import LabConfig
+from lab.config.monitoring import GRAFANA_PASSWORD_OUTPUT
+
+SWEEP_RESULTS = "sweepResults"
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,18 @@ class ClusterOutputs:
     results: pulumi.Output[str]
     follow: pulumi.Output[str]
     sweep_results: pulumi.Output[str] | None
+    # Grafana's admin password, a secret output, where the lab has the monitoring stack.
+    grafana_password: pulumi.Output[str] | None = None
 
     def exports(self) -> dict[str, pulumi.Output[str]]:
-        """The outputs by the names the stack exports them under (a sweep's only when there is one)."""
+        """The outputs by the names the stack exports them under (a sweep's and Grafana's only
+        where the lab has them)."""
         named = {"image": self.image, "run": self.run, "results": self.results, "follow": self.follow}
-        return named | ({"sweepResults": self.sweep_results} if self.sweep_results is not None else {})
+        if self.sweep_results is not None:
+            named[SWEEP_RESULTS] = self.sweep_results
+        if self.grafana_password is not None:
+            named[GRAFANA_PASSWORD_OUTPUT] = pulumi.Output.secret(self.grafana_password)
+        return named
 
 
 class Cluster(pulumi.ComponentResource):
@@ -74,7 +84,7 @@ class Cluster(pulumi.ComponentResource):
         image = declare_image(build_scope, registry, context)
         dataset = declare_dataset(workloads, storage, image)
         declare_network_policies(scope, build_scope, gpu_scope)
-        declare_observability(scope)
+        observability = declare_observability(scope)
         training = declare_training(workloads, storage, image, dataset, gang)
         sweep = declare_sweep(workloads, storage, image, dataset, training.statefulset, gang)
         runs = storage.location(RUNS)
@@ -86,5 +96,6 @@ class Cluster(pulumi.ComponentResource):
             results=pulumi.Output.concat(runs, "/", run),
             follow=pulumi.Output.concat("kubectl -n ", ranks.namespace, " logs -f ", ranks.name, "-0"),
             sweep_results=pulumi.Output.concat(runs, "/", sweep.job.metadata.name) if sweep else None,
+            grafana_password=observability.grafana_password if observability else None,
         )
         self.register_outputs(self.outputs.exports())

@@ -15,7 +15,10 @@ Four pinned official charts (lab.cluster.versions), each configured here, nothin
   each series labelled with the pod and namespace holding the GPU (the exporter asks the
   kubelet's pod-resources socket; chart values `kubernetes.enablePodLabels`).
 - `grafana` (grafana-community, where Grafana's chart moved in 2026): the dashboards in
-  lab/cluster/dashboards/, provisioned from those files, and Prometheus as its data source.
+  lab/cluster/dashboards/, provisioned from those files, and Prometheus as its data source. Its
+  admin password is a Pulumi secret the program draws once (lab.cluster.generated_secret), handed to the
+  chart through a Secret of the lab's (chart values `admin.existingSecret`), never through the
+  release's values, and exported as the secret stack output `grafanaAdminPassword`.
 
 Prometheus and Grafana run in `<namespace>-monitoring` at Pod Security `restricted`, like the
 lab's own namespace; both exporters need the host (its network namespace, /proc and /sys, the
@@ -31,11 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
 from lab.cluster import training
 from lab.cluster.gang import KUEUE_NAMESPACE
+from lab.cluster.generated_secret import GeneratedSecret
 from lab.cluster.namespace import lab_namespace
 from lab.cluster.pods import GPU_NODE_LABEL, GPU_TOLERATION
 from lab.cluster.scope import Scope
@@ -52,18 +57,26 @@ from lab.cluster.versions import (
     PROMETHEUS_COMMUNITY_REPOSITORY,
     PROMETHEUS_VERSION,
 )
-from lab.config import EXPORTERS_NAMESPACE_SUFFIX, MONITORING_NAMESPACE_SUFFIX, GangScheduler, LabConfig
+from lab.config import GangScheduler, LabConfig
+from lab.config.monitoring import (
+    ADMIN_PASSWORD_KEY,
+    ADMIN_USER_KEY,
+    DASHBOARD_FOLDER,
+    GRAFANA,
+    GRAFANA_ADMIN_SECRET,
+    GRAFANA_ADMIN_USER,
+    PROMETHEUS,
+    exporters_namespace,
+    monitoring_namespace,
+    prometheus_url,
+)
 
 APP = "prometheus"
-COMPONENT = "observability"
-DASHBOARDS = Path(__file__).with_name("dashboards")
-# Release names are fixed, so the Services the charts name after them are known in advance.
-PROMETHEUS = "prometheus"
-GRAFANA = "grafana"
+# Release names of the exporters (Prometheus' and Grafana's are lab.config.monitoring's).
 NODE_EXPORTER = "node-exporter"
 DCGM_EXPORTER = "dcgm-exporter"
-# charts/prometheus templates: the server's Service is `<release>-server`, port 80 to 9090.
-PROMETHEUS_SERVICE = f"{PROMETHEUS}-server"
+COMPONENT = "observability"
+DASHBOARDS = Path(__file__).with_name("dashboards")
 NAME_LABEL = "app.kubernetes.io/name"
 PROMETHEUS_POD_LABELS = {NAME_LABEL: "prometheus", "app.kubernetes.io/component": "server"}
 NODE_EXPORTER_PORT = 9100  # charts/prometheus-node-exporter values.yaml service.port
@@ -109,14 +122,7 @@ class Observability:
     monitoring: k8s.core.v1.Namespace
     exporters: k8s.core.v1.Namespace
     releases: list[k8s.helm.v3.Release]
-
-
-def monitoring_namespace(lab: LabConfig) -> str:
-    return lab.namespace + MONITORING_NAMESPACE_SUFFIX
-
-
-def exporters_namespace(lab: LabConfig) -> str:
-    return lab.namespace + EXPORTERS_NAMESPACE_SUFFIX
+    grafana_password: pulumi.Output[str]  # secret
 
 
 def _pod_keep(namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -218,8 +224,14 @@ def dashboard_files() -> dict[str, Path]:
 
 
 def grafana_values(lab: LabConfig) -> dict[str, Any]:
-    prometheus = f"http://{PROMETHEUS_SERVICE}.{monitoring_namespace(lab)}.svc.cluster.local"
     return {
+        # The admin user and password from the lab's Secret: the chart then makes no password of
+        # its own (templates/_config.tpl skips `admin-password` once `admin.existingSecret` is set).
+        "admin": {
+            "existingSecret": GRAFANA_ADMIN_SECRET,
+            "userKey": ADMIN_USER_KEY,
+            "passwordKey": ADMIN_PASSWORD_KEY,
+        },
         "resources": SIZES["grafana"].resources(),
         "securityContext": {**_restricted_pod(), "runAsUser": 472, "runAsGroup": 472, "fsGroup": 472},
         "containerSecurityContext": container_security(),
@@ -229,7 +241,12 @@ def grafana_values(lab: LabConfig) -> dict[str, Any]:
             "datasources.yaml": {
                 "apiVersion": 1,
                 "datasources": [
-                    {"name": "Prometheus", "uid": "prometheus", "type": "prometheus", "url": prometheus}
+                    {
+                        "name": "Prometheus",
+                        "uid": "prometheus",
+                        "type": "prometheus",
+                        "url": prometheus_url(lab),
+                    }
                 ],
             }
         },
@@ -238,16 +255,16 @@ def grafana_values(lab: LabConfig) -> dict[str, Any]:
                 "apiVersion": 1,
                 "providers": [
                     {
-                        "name": "k8scifar",
-                        "folder": "k8scifar",
+                        "name": DASHBOARD_FOLDER,
+                        "folder": DASHBOARD_FOLDER,
                         "type": "file",
-                        "options": {"path": "/var/lib/grafana/dashboards/k8scifar"},
+                        "options": {"path": f"/var/lib/grafana/dashboards/{DASHBOARD_FOLDER}"},
                     }
                 ],
             }
         },
         "dashboards": {
-            "k8scifar": {name: {"json": path.read_text()} for name, path in dashboard_files().items()}
+            DASHBOARD_FOLDER: {name: {"json": path.read_text()} for name, path in dashboard_files().items()}
         },
     }
 
@@ -267,7 +284,13 @@ def dcgm_exporter_values() -> dict[str, Any]:
 
 
 def _release(
-    scope: Scope, name: str, chart: str, version: str, values: dict[str, Any], repo: str | None = None
+    scope: Scope,
+    name: str,
+    chart: str,
+    version: str,
+    values: dict[str, Any],
+    repo: str | None = None,
+    *depends_on: pulumi.Resource,
 ) -> k8s.helm.v3.Release:
     return k8s.helm.v3.Release(
         name,
@@ -277,8 +300,28 @@ def _release(
         namespace=scope.namespace,
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
         values=values,
+        opts=scope.opts(*depends_on),
+    )
+
+
+def grafana_admin(scope: Scope) -> tuple[k8s.core.v1.Secret, pulumi.Output[str]]:
+    """Grafana's admin password, drawn once and kept as a Pulumi secret, in the Secret the chart reads.
+
+    pulumi-kubernetes keeps a Secret's `data` and `stringData` secret in the state whatever they
+    hold; the value is secret already, so nothing derived from it is plain either.
+    """
+    password = GeneratedSecret(
+        "grafana-admin-password", "grafana-admin", pulumi.ResourceOptions(parent=scope.parent)
+    ).value
+    kept: pulumi.Output[str] = pulumi.Output.secret(password)
+    secret = k8s.core.v1.Secret(
+        GRAFANA_ADMIN_SECRET,
+        metadata=scope.metadata(GRAFANA_ADMIN_SECRET, GRAFANA, COMPONENT),
+        type="Opaque",
+        string_data={ADMIN_USER_KEY: GRAFANA_ADMIN_USER, ADMIN_PASSWORD_KEY: kept},
         opts=scope.opts(),
     )
+    return secret, kept
 
 
 def declare_observability(scope: Scope) -> Observability | None:
@@ -295,6 +338,7 @@ def declare_observability(scope: Scope) -> Observability | None:
     inside = scope.within(monitoring.metadata.name).after(monitoring)
     host = scope.within(exporters.metadata.name).after(exporters)
     selector = scope.selector(training.APP, training.COMPONENT)
+    admin, password = grafana_admin(inside)
     releases = [
         _release(
             inside,
@@ -304,7 +348,7 @@ def declare_observability(scope: Scope) -> Observability | None:
             prometheus_values(lab, selector),
             PROMETHEUS_COMMUNITY_REPOSITORY,
         ),
-        _release(inside, GRAFANA, GRAFANA_CHART, GRAFANA_VERSION, grafana_values(lab)),
+        _release(inside, GRAFANA, GRAFANA_CHART, GRAFANA_VERSION, grafana_values(lab), None, admin),
         _release(
             host,
             NODE_EXPORTER,
@@ -325,7 +369,7 @@ def declare_observability(scope: Scope) -> Observability | None:
                 DCGM_EXPORTER_REPOSITORY,
             )
         )
-    return Observability(monitoring, exporters, releases)
+    return Observability(monitoring, exporters, releases, password)
 
 
 def metrics_ingress(scope: Scope) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from lab.paths import ROOT
 
 MAIN = ROOT / "__main__.py"
 DYNAMIC_RESOURCE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
+GENERATED_SECRET = "pulumi-python:dynamic/k8scifar:GeneratedSecret"
 CONFIG_VARIABLE = "PULUMI_CONFIG"
 SECRET_KEYS_VARIABLE = "PULUMI_CONFIG_SECRET_KEYS"
 # What the host bootstrap answers under the mocks in place of site.yml's secrets: recognisable
@@ -37,6 +38,8 @@ HELM_TYPE_PREFIX = "kubernetes:helm.sh/"
 # API groups of custom resources the program declares; kubernetes-validate knows none of them.
 CUSTOM_GROUPS = ("kueue.x-k8s.io",)
 FAKE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# fake-kubeconfig-secret\n"
+# What a generated secret (lab.cluster.generated_secret) answers under the mocks, as recognisable.
+FAKE_GENERATED_SECRET = "fake-generated-secret-0123456789"
 
 
 @dataclass
@@ -166,6 +169,8 @@ class LabMocks(pulumi.runtime.Mocks):
             state["metadata"] = {"name": args.name, **state["metadata"]}
         if args.typ == DYNAMIC_RESOURCE:  # the host bootstrap: what site.yml would have returned
             state.update(kubeconfig=self.kubeconfig, token=FAKE_TOKEN, nodes={})
+        if args.typ == GENERATED_SECRET:  # what the provider's create would have drawn
+            state.update(value=FAKE_GENERATED_SECRET)
         if args.resource_id and args.typ == "kubernetes:core/v1:ConfigMap":  # the build's recorded digest
             digest = fake_digest(args.resource_id)
             self.run.stand_in_digests[digest] = args.resource_id
@@ -259,8 +264,37 @@ def run_program(
     return run
 
 
+def is_secret(value: Any) -> bool:
+    """Whether `value` is a secret as the engine receives one (a value wrapped with the secret
+    signature, pulumi/runtime/rpc.py `wrap_rpc_secret`)."""
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def holds_secret(value: Any) -> bool:
+    """Whether a secret is anywhere inside `value`."""
+    if is_secret(value):
+        return True
+    if isinstance(value, dict):
+        return any(holds_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_secret(v) for v in value)
+    return False
+
+
+def unwrap_secrets(value: Any) -> Any:
+    """`value` with every secret replaced by what it holds, as the provider sends it to the cluster."""
+    if is_secret(value):
+        return unwrap_secrets(value["value"])
+    if isinstance(value, dict):
+        return {k: unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(v) for v in value]
+    return value
+
+
 def kubernetes_object(resource: Registered) -> dict[str, Any]:
-    """The manifest a resource stands for, as the Kubernetes API would receive it."""
-    obj = dict(resource.inputs)
+    """The manifest a resource stands for, as the Kubernetes API would receive it (secrets in the
+    clear: whoever writes it out must refuse those that hold one, as `labctl render` does)."""
+    obj = unwrap_secrets(dict(resource.inputs))
     obj.setdefault("metadata", {})
     return obj

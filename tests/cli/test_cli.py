@@ -22,7 +22,7 @@ def test_setup_installs_the_labctl_command() -> None:
     assert done.returncode == 0 and all(command in done.stdout for command in COMMANDS)
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, "hosts", "render"])
+@pytest.mark.parametrize("command", [*COMMANDS, "hosts", "render", "dashboard"])
 def test_every_command_has_help(command: str) -> None:
     result = labctl(command, "--help")
     assert result.code == 0 and f"usage: labctl {command}" in result.out and "--stack" in result.out

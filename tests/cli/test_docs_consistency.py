@@ -9,7 +9,15 @@ from pathlib import Path
 from lab.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_PAGES = ("architecture", "quickstart", "troubleshooting", "scaling", "security", "reproducibility")
+OPERATOR_PAGES = (
+    "architecture",
+    "quickstart",
+    "troubleshooting",
+    "scaling",
+    "security",
+    "reproducibility",
+    "observability",
+)
 OPERATOR_DOCS = ["README.md"] + [f"docs/{name}.md" for name in (*OPERATOR_PAGES, "hosts", "validation")]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 COMMAND = re.compile(r"labctl (\w+)([^`\n]*)")

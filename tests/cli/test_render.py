@@ -16,9 +16,12 @@ from pulumi.dynamic import CreateResult
 
 from lab.bootstrap.resource import HostBootstrapProvider
 from lab.cli.hosts import kubeconfig_file, record_file, up
-from lab.cluster.program_run import FAKE_KUBECONFIG, FAKE_TOKEN, run_program
+from lab.cli.render import manifests, release_secrets
+from lab.cli.support.console import CliError
+from lab.cluster.program_run import FAKE_GENERATED_SECRET, FAKE_KUBECONFIG, FAKE_TOKEN, run_program
 from lab.config import load_stack, read_stack_values, stack_file
 from tests.cli.conftest import assert_one_line_error, labctl, node, write_stack
+from tests.program.harness import broken
 from tests.support.sshd import NOWHERE, Sshd
 
 
@@ -29,8 +32,14 @@ def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: P
     result = labctl("render", "--stack", stack, out)
     assert result.code == 0, result.err
     files = sorted(out.iterdir())
-    declared = run_program(stack, read_stack_values(stack_file(stack))).kubernetes_objects()
+    program = run_program(stack, read_stack_values(stack_file(stack)))
+    # Grafana's admin Secret stays with Grafana's release, which is not rendered either.
+    kept = release_secrets(program)
+    assert [program.by_urn(urn).name for urn in kept] == ["grafana-admin"]
+    declared = [r for r in program.kubernetes_objects() if r.urn not in kept]
     assert len(files) == len(declared) and f"wrote {len(files)} objects to {out}" in result.out
+    assert "not rendered: the Helm release grafana" in result.out
+    assert "with the Secret grafana-admin it reads; no dashboards" in result.out
     version = load_stack(stack).kubernetes_version
     objects = [yaml.safe_load(path.read_text()) for path in files]
     for obj in objects:
@@ -43,6 +52,7 @@ def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: P
     text = "".join(path.read_text() for path in files)
     # What the bootstrap hands the provider in place of the real secrets must not reach a file.
     assert FAKE_TOKEN not in text and FAKE_KUBECONFIG.splitlines()[-1] not in text
+    assert FAKE_GENERATED_SECRET not in text
     kubectl = shutil.which("kubectl")
     if kubectl:
         # kubectl's own reader on every file, offline (`kubectl apply --dry-run=client` and
@@ -57,6 +67,14 @@ def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: P
         assert done.returncode == 0 and len(done.stdout.splitlines()) == len(files), done.stderr
     else:
         print("kubectl is not installed: the files were checked against the schema only")
+
+
+def test_render_refuses_a_secret_no_release_reads() -> None:
+    program = broken("example-cpu")
+    for release in program.helm_releases():
+        release.dependencies = [d for d in release.dependencies if "Secret" not in d]
+    with pytest.raises(CliError, match="declares Secret grafana-admin with a secret; secrets are never"):
+        manifests(program)
 
 
 @pytest.mark.slow

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.cli.conftest import assert_one_line_error, labctl
+import pytest
+
+from tests.cli.conftest import Result, assert_one_line_error, labctl
 
 
 def test_a_data_folder_without_cifar_batches_is_one_line(tmp_path: Path) -> None:
@@ -27,3 +32,26 @@ def test_an_out_folder_it_cannot_write_is_refused_before_anything_starts(tmp_pat
         result = labctl("try", "--generated", "--out", out)
         assert_one_line_error(result, f"--out {out}: ", problem)
         assert "labctl try:" not in result.out and not out.exists()
+
+
+def test_a_machine_without_prometheus_is_told_to_run_setup(tmp_path: Path) -> None:
+    """Its Prometheus is one of the host tools it needs: missing, it is named with the rest, before
+    anything starts."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: labctl try checks for root before its tools")
+    bare = tmp_path / "bin"
+    bare.mkdir()  # a PATH with none of the tools
+    done = subprocess.run(
+        [sys.executable, "-m", "lab.cli", "try", "--generated", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PATH": str(bare), "COLUMNS": "400"},
+        timeout=120,
+        check=False,
+    )
+    result = Result(done.returncode, done.stdout, done.stderr)
+    assert_one_line_error(
+        result, "missing host tools:", "prometheus (package prometheus), promtool (package prometheus)",
+        "scripts/setup.sh as root",
+    )  # fmt: skip
+    assert not (tmp_path / "out").exists()

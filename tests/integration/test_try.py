@@ -1,11 +1,14 @@
 """`labctl try` end to end on its own test machines: machines, bootstrap, DDP across three of them
-(more than the two of the reference lab: what a lab grown by a node meets), results and plots,
-validation, teardown; and a Ctrl-C, SIGTERM or SIGHUP after the machines are up leaves nothing."""
+(more than the two of the reference lab: what a lab grown by a node meets) watched by a real
+Prometheus on this machine, results and plots, validation, teardown; every query of the Training
+dashboard answered from what that Prometheus scraped; and a Ctrl-C, SIGTERM or SIGHUP after the
+machines are up leaves nothing."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from lab import testbed
+from lab.cli.support.prometheus import LocalPrometheus, write_config
 from lab.cli.try_local import STACK, layout
+from lab.cluster.observability import dashboard
 from lab.paths import STATE_DIR
 from lab.testbed import processes
 
@@ -94,6 +99,30 @@ def _nothing_left(before: Before) -> None:
     assert _ssh_masters() - before.masters == set(), "an ssh connection master outlived the run"
 
 
+def training_queries() -> dict[str, str]:
+    """Every PromQL query of the shipped Training dashboard, by its panel's title."""
+    return {
+        f"{panel['title']} [{index}]": target["expr"]
+        for panel in dashboard("training")["panels"]
+        for index, target in enumerate(panel["targets"])
+    }
+
+
+def series_per_query(kept: Path, work: Path, queries: dict[str, str]) -> dict[str, int]:
+    """How many series each query returns over the last hour, as Grafana asks (a range query),
+    of the database a try's Prometheus kept, served again by Prometheus itself (scraping nothing)."""
+    data = work / "prometheus"
+    shutil.copytree(kept, data)
+    config = write_config(work / "prometheus.yml", {"global": {"scrape_interval": "15s"}})
+    server = LocalPrometheus(config, data, log=work / "prometheus.log")
+    server.start()
+    try:
+        end = time.time()
+        return {name: len(server.api.query_range(expr, end - 3600, end, 2)) for name, expr in queries.items()}
+    finally:
+        server.stop()
+
+
 def test_try_trains_across_three_machines_and_removes_them(turn: None, tmp_path: Path) -> None:
     before = Before.now()
     proc = _start(tmp_path / "results", "--machines", str(MACHINES))
@@ -130,6 +159,16 @@ def test_try_trains_across_three_machines_and_removes_them(turn: None, tmp_path:
     assert all(f"try-node{n}:" in "".join(bootstrap) for n in range(1, MACHINES + 1)), out
     log = (run / "bootstrap.log").read_text()
     assert log.count("RECAP ") == MACHINES and len(log.splitlines()) > 4 * len(bootstrap), log
+    # Prometheus on this machine scraped every rank as they trained, and said so at the end.
+    asked = out.split("asked of Prometheus on this machine", 1)[1].splitlines()[1 : MACHINES + 2]
+    for rank, line in enumerate(asked[:MACHINES]):
+        assert line.strip().startswith(f"rank {rank} on try-node{rank + 1}: step "), out
+        assert " img/s, waiting for peers " in line and "% of step time" in line, out
+    assert " samples in " in asked[MACHINES] and " successful scrapes" in asked[MACHINES], out
+    # Every query of the Training dashboard returns a series per rank from what it scraped.
+    assert (run / "prometheus.yml").is_file()
+    counts = series_per_query(run / "prometheus", tmp_path / "again", training_queries())
+    assert len(counts) >= 9 and [name for name, count in counts.items() if count < MACHINES] == [], counts
     _nothing_left(before)
 
 

@@ -23,6 +23,7 @@ from lab.config import (
     read_stack_values,
     stack_file,
 )
+from lab.config.monitoring import monitoring_namespace
 from tests.program.harness import (
     WORKLOAD_KINDS,
     ProgramRun,
@@ -309,6 +310,8 @@ def check_namespace_and_labels(run: ProgramRun, lab: LabConfig) -> list[str]:
     if len(providers) != 1 or not next(iter(providers)).startswith("urn:"):
         problems.append(f"objects must all go through the lab's provider, found {providers}")
     namespaces = {lab.namespace, build_namespace(lab), *([gpu_namespace(lab)] if lab.has_gpus else [])}
+    if lab.observability.enabled:
+        namespaces.add(monitoring_namespace(lab))  # Grafana's admin Secret
     for r in run.kubernetes_objects():
         if r.kind in PATCHES:
             continue

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from lab.cluster.build_context import CONTEXT_DIRS, DOCKERFILE, build_context
+from lab.cluster.program_run import is_secret, unwrap_secrets
 from lab.config import load_stack, read_stack_values, stack_file
+from lab.config.monitoring import GRAFANA_PASSWORD_OUTPUT
 from lab.paths import ROOT
 from tests.program.harness import (
     ProgramRun,
@@ -186,9 +188,11 @@ def test_the_cluster_registers_what_its_objects_say_and_the_stack_exports_it(sta
     run = recorded(stack)
     cluster = next(r for r in run.resources if r.type == "k8scifar:cluster:Cluster")
     registered = run.component_outputs[cluster.urn]
-    assert registered == {name: run.outputs[name] for name in registered}, (
+    assert unwrap_secrets(registered) == {name: run.outputs[name] for name in registered}, (
         "exports are the registered outputs"
     )
+    # Grafana's admin password is registered, and exported, as a secret.
+    assert is_secret(registered[GRAFANA_PASSWORD_OUTPUT]) and GRAFANA_PASSWORD_OUTPUT in run.secret_outputs
     assert registered["image"].startswith(f"{load_stack(stack).registry_endpoint}/k8scifar/trainer@sha256:")
     ranks = run.one("StatefulSet")
     assert registered["run"] == ranks.inputs["metadata"]["annotations"]["k8scifar/run"]

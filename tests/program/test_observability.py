@@ -1,14 +1,24 @@
 """The `observability` block: the monitoring stack from pinned charts, on by default, off with one key,
-within its budget, its host-needing exporters apart from the `restricted` namespaces."""
+within its budget, its host-needing exporters apart from the `restricted` namespaces, Grafana's
+admin password a Pulumi secret and nothing else."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+from pulumi.runtime.rpc import wrap_rpc_secret
 
 from lab.cluster import observability
+from lab.cluster.generated_secret import VALUE, GeneratedSecretProvider
 from lab.cluster.observability import BUDGET, SIZES
+from lab.cluster.program_run import FAKE_GENERATED_SECRET, GENERATED_SECRET, is_secret, unwrap_secrets
 from lab.cluster.versions import (
     DCGM_EXPORTER_VERSION,
     GRAFANA_VERSION,
@@ -17,6 +27,7 @@ from lab.cluster.versions import (
     PROMETHEUS_VERSION,
 )
 from lab.config import parse_config, read_stack_values, stack_file
+from lab.config.monitoring import GRAFANA_ADMIN_SECRET, GRAFANA_PASSWORD_OUTPUT
 from tests.program.harness import cluster_stacks, labels_of, name_of, recorded, run_program
 from tests.program.test_cluster_consistency import component
 
@@ -91,3 +102,82 @@ def test_the_budget_check_catches_a_larger_limit() -> None:
     assert over_budget(SIZES, {"cpu": "1", "memory": "1792Mi"}, gpus=True) == [
         "cpu: limits add up to 1.100, over the budget 1"
     ]
+
+
+def test_grafana_admin_password_is_a_pulumi_secret_only() -> None:
+    """Drawn by the provider (never an input), kept as a secret output, handed to Grafana through
+    the lab's Secret (the chart's `admin.existingSecret`), exported as a secret: in plain text
+    nowhere, the Helm release's values included."""
+    run = recorded("example-gpu")
+    (generated,) = [r for r in run.resources if r.type == GENERATED_SECRET]
+    assert generated.secret_outputs == [VALUE] and FAKE_GENERATED_SECRET not in json.dumps(generated.inputs)
+    (secret,) = run.of_kind("Secret")
+    assert name_of(secret) == GRAFANA_ADMIN_SECRET == "grafana-admin"
+    assert secret.inputs["metadata"]["namespace"] == "k8scifar-monitoring"
+    assert is_secret(secret.inputs["stringData"])
+    assert unwrap_secrets(secret.inputs["stringData"]) == {
+        "admin-user": "admin",
+        "admin-password": FAKE_GENERATED_SECRET,
+    }
+    (grafana,) = [r for r in run.helm_releases() if r.inputs.get("name") == "grafana"]
+    assert grafana.inputs["values"]["admin"] == {
+        "existingSecret": "grafana-admin",
+        "userKey": "admin-user",
+        "passwordKey": "admin-password",
+    }
+    assert secret.urn in grafana.dependencies  # the Secret exists before Grafana starts
+    assert run.outputs[GRAFANA_PASSWORD_OUTPUT] == FAKE_GENERATED_SECRET
+    assert GRAFANA_PASSWORD_OUTPUT in run.secret_outputs
+    assert run.outputs["dashboard"] == "labctl dashboard --stack example-gpu"
+    plain = [r.name for r in run.resources if r is not secret and _in_plain(r.inputs)]
+    assert plain == []
+
+
+def _in_plain(value: object) -> bool:
+    """Whether the fake password sits in `value` outside a secret."""
+    if is_secret(value):
+        return False
+    if isinstance(value, dict):
+        return any(_in_plain(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_in_plain(v) for v in value)
+    return isinstance(value, str) and FAKE_GENERATED_SECRET in value
+
+
+def test_the_plain_text_check_finds_a_password_outside_a_secret() -> None:
+    assert _in_plain({"values": {"adminPassword": FAKE_GENERATED_SECRET}})
+    assert not _in_plain({"stringData": wrap_rpc_secret({"admin-password": FAKE_GENERATED_SECRET})})
+
+
+def test_no_grafana_password_without_the_stack() -> None:
+    values = {**read_stack_values(stack_file("example-cpu")), "observability": {"enabled": False}}
+    run = run_program("example-cpu", values)
+    assert not [r for r in run.resources if r.type == GENERATED_SECRET] and not run.of_kind("Secret")
+    assert GRAFANA_PASSWORD_OUTPUT not in run.outputs and "dashboard" not in run.outputs
+
+
+def test_the_password_is_drawn_once_and_kept() -> None:
+    provider = GeneratedSecretProvider()
+    first = provider.create({"purpose": "grafana-admin"}).outs[VALUE]
+    second = provider.create({"purpose": "grafana-admin"}).outs[VALUE]
+    assert first != second and len(first) == 32 and re.fullmatch(r"[A-Za-z0-9_-]+", first)
+    kept = {"purpose": "grafana-admin", VALUE: first}
+    assert provider.diff("secret-grafana-admin", kept, {"purpose": "grafana-admin"}).changes is False
+
+
+def test_the_engine_can_load_the_password_provider(tmp_path: Path) -> None:
+    """The provider host unpickles `__provider` the way pulumi.dynamic does, in a fresh Python."""
+    (generated,) = [r for r in recorded("example-gpu").resources if r.type == GENERATED_SECRET]
+    pickled = generated.inputs["__provider"]["value"]  # the engine keeps it as a secret value
+    script = (
+        "import base64, sys, dill\n"
+        "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "print(type(provider).__name__, len(provider.create({'purpose': 'p'}).outs['value']))\n"
+    )
+    # This checkout's code, as the provider host of a `pulumi up` from it loads it.
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(
+        command, input=pickled, capture_output=True, text=True, cwd=tmp_path, env=env, check=True
+    )
+    assert done.stdout.split() == ["GeneratedSecretProvider", "32"]

@@ -11,6 +11,8 @@ label into `__meta_kubernetes_pod_label_<name>`, every character outside [a-zA-Z
 from __future__ import annotations
 
 import re
+import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,30 +24,31 @@ from lab.cluster.observability import (
     PROMETHEUS_POD_LABELS,
     dashboard,
     dashboard_files,
+    dcgm_exporter_values,
 )
-from tests.program.harness import cluster_stacks, name_of, pod_labels, recorded
+from lab.cluster.versions import DCGM_EXPORTER_VERSION, KUEUE_VERSION, NODE_EXPORTER_VERSION
+from lab.config import load_stack
+from lab.config.monitoring import prometheus_api_path
+from tests.program.harness import broken, cluster_stacks, name_of, pod_labels, recorded
 from tests.program.test_cluster_consistency import component
 from trainer.telemetry import SERVED
 
-# What each exporter serves that the dashboards use, from the exporters' own sources:
-# NVIDIA/dcgm-exporter etc/default-counters.csv (the chart's default counters);
-# prometheus/node_exporter collector/netdev_linux.go and collector/netclass_linux.go
-# (node_network_<field>_total from /proc/net/dev, node_network_speed_bytes from /sys/class/net);
-# kubernetes-sigs/kueue pkg/metrics/metrics.go (checked by its test/integration metrics lists).
-EXPORTED = {
-    "dcgm-exporter": {
-        "DCGM_FI_DEV_GPU_UTIL",
-        "DCGM_FI_DEV_FB_USED",
-        "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_GPU_TEMP",
-    },
-    "node-exporter": {
-        "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total",
-        "node_network_speed_bytes",
-    },
-    "kueue": {"kueue_pending_workloads", "kueue_admitted_active_workloads"},
+# What each pinned exporter serves, read from its source at the pinned version (the file says
+# where): dcgm-exporter's chart's default counter list, node_exporter's netdev and netclass
+# collectors, Kueue's pkg/metrics/metrics.go.
+EXPORTER_DATA = Path(__file__).parent / "data" / "exporter-metrics.yaml"
+PINNED = {
+    "dcgm-exporter": DCGM_EXPORTER_VERSION,
+    "node-exporter": NODE_EXPORTER_VERSION,
+    "kueue": KUEUE_VERSION,
 }
+
+
+def exported() -> dict[str, set[str]]:
+    return {name: set(entry["names"]) for name, entry in yaml.safe_load(EXPORTER_DATA.read_text()).items()}
+
+
+EXPORTED = exported()
 PROMQL_WORDS = {"rate", "irate", "sum", "avg", "max", "min", "by", "without", "on", "ignoring", "increase"}
 IDENTIFIER = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -84,6 +87,19 @@ def test_every_dashboard_query_asks_for_a_served_metric() -> None:
     assert set(dashboard_files()) == {"training", "gpus", "network", "queue"}
     assert all(queries.values()), "a query with no metric name"
     assert unserved(queries, all_served()) == []
+
+
+def test_the_exporter_names_were_read_at_the_pinned_versions() -> None:
+    """A chart bump fails here until the names are read again from the new version's source."""
+    recorded = yaml.safe_load(EXPORTER_DATA.read_text())
+    assert {name: entry["pinned"] for name, entry in recorded.items()} == PINNED
+
+
+def test_dcgm_exporter_serves_the_chart_default_counters() -> None:
+    """The recorded list is the chart's default: the lab's values replace neither the list
+    (`customMetrics`) nor the file the exporter reads (`arguments`, the mounted ConfigMap)."""
+    values = dcgm_exporter_values()
+    assert not {"customMetrics", "arguments", "extraConfigMapVolumes", "extraVolumeMounts"} & set(values)
 
 
 def test_the_check_catches_a_renamed_metric() -> None:
@@ -164,8 +180,6 @@ def test_prometheus_alone_reaches_the_port_each_rank_serves(stack: str) -> None:
 
 
 def test_the_port_check_catches_a_scrape_of_another_port() -> None:
-    from tests.program.harness import broken
-
     run = broken("example-gpu")
     values = _prometheus_values(run)
     values["extraScrapeConfigs"] = values["extraScrapeConfigs"].replace(":9464", ":9465")
@@ -179,4 +193,58 @@ def test_gpu_labs_install_dcgm_exporter_with_pod_labels() -> None:
     assert release.inputs["values"]["kubernetes"]["enablePodLabels"] is True
     assert not [
         r for r in recorded("example-cpu").helm_releases() if r.inputs["chart"] == DCGM_EXPORTER_CHART
+    ]
+
+
+# charts/prometheus at 29.27.0 (Prometheus v3.14.0): templates/_helpers.tpl
+# `prometheus.server.fullname` is `<release>-<server.name>` when the release's name holds the
+# chart's ("prometheus"), `server.name` defaulting to "server" (values.yaml), unless
+# `server.fullnameOverride`; templates/service.yaml serves port `server.service.servicePort`
+# (values.yaml: 80), named `http`. A URL without a port is port 80 over http.
+CHART_SERVER_NAME = "server"
+CHART_SERVICE_PORT = 80
+
+
+def prometheus_address(run: Any) -> tuple[str, int]:
+    """Where the chart puts Prometheus' Service for the lab's release and values: (host, port)."""
+    (release,) = [r for r in run.helm_releases() if r.inputs.get("name") == PROMETHEUS]
+    server = release.inputs["values"]["server"]
+    release_name, role = release.inputs["name"], server.get("name", CHART_SERVER_NAME)
+    name = f"{release_name}-{role}" if "prometheus" in release_name else f"{release_name}-prometheus-{role}"
+    name = server.get("fullnameOverride", name)
+    port = server.get("service", {}).get("servicePort", CHART_SERVICE_PORT)
+    return f"{name}.{release.inputs['namespace']}.svc.cluster.local", port
+
+
+def datasource_problems(run: Any, lab: Any) -> list[str]:
+    """Grafana's data source and `labctl status`' proxy path against the Service the chart makes."""
+    host, port = prometheus_address(run)
+    (grafana,) = [r for r in run.helm_releases() if r.inputs.get("name") == "grafana"]
+    (source,) = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
+    url = urllib.parse.urlsplit(source["url"])
+    problems = []
+    if (url.scheme, url.hostname, url.port or 80) != ("http", host, port):
+        problems.append(f"Grafana asks {source['url']}, Prometheus is http://{host}:{port}")
+    service, namespace = host.split(".")[:2]
+    proxied = prometheus_api_path(lab, "query", {"query": "up"})
+    if not proxied.startswith(f"/api/v1/namespaces/{namespace}/services/http:{service}:{port}/proxy/"):
+        problems.append(f"labctl status asks {proxied}, Prometheus is {service}:{port} in {namespace}")
+    return problems
+
+
+@pytest.mark.parametrize("stack", cluster_stacks())
+def test_grafana_and_status_ask_the_service_the_chart_makes(stack: str) -> None:
+    assert datasource_problems(recorded(stack), load_stack(stack)) == []
+
+
+def test_the_datasource_check_catches_another_port() -> None:
+    run = broken("example-cpu")
+    (release,) = [r for r in run.helm_releases() if r.inputs.get("name") == PROMETHEUS]
+    release.inputs["values"]["server"]["service"] = {"servicePort": 9090}
+    problems = datasource_problems(run, load_stack("example-cpu"))
+    host = "prometheus-server.k8scifar-monitoring.svc.cluster.local"
+    assert problems == [
+        f"Grafana asks http://{host}, Prometheus is http://{host}:9090",
+        "labctl status asks /api/v1/namespaces/k8scifar-monitoring/services/http:prometheus-server:80/proxy"
+        "/api/v1/query?query=up, Prometheus is prometheus-server:9090 in k8scifar-monitoring",
     ]

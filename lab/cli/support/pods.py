@@ -78,21 +78,35 @@ def ranks(pods: dict[str, Any], ranks_per_pod: int = 1) -> list[Rank]:
     return sorted(found, key=lambda r: (r.component != training.COMPONENT, r.index, r.pod))
 
 
-def _kubectl_get(cfg: LabConfig, stack: str, stacks_dir: Path, *what: str) -> dict[str, Any]:
-    """`kubectl get WHAT -o json` by the server's own kubectl (admin kubeconfig, under sudo)."""
+def server_kubectl(cfg: LabConfig, stack: str, stacks_dir: Path, *args: str) -> str:
+    """`kubectl ARGS` by the server's own kubectl (admin kubeconfig, under sudo): its output."""
     _, kubectl = KUBECTL[cfg.distribution]
-    script = f"{cluster_probe(cfg)}; sudo -n {kubectl} get {shlex.join(what)} -o json"
+    script = f"{cluster_probe(cfg)}; sudo -n {kubectl} {shlex.join(args)}"
     server = Remote.of(stack, cfg.ssh, cfg.server)
     done = server.run(script, timeout=60)
     if done.returncode == NO_CLUSTER:
         raise CliError(no_cluster(cfg, stack, stacks_dir))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
-        raise CliError(
+        raise KubectlFailed(
             f"kubectl on {cfg.server.name} failed: {last};"
-            f" check `labctl validate {stack_flags(stack, stacks_dir)}`"
+            f" check `labctl validate {stack_flags(stack, stacks_dir)}`",
+            last,
         )
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+class KubectlFailed(CliError):
+    """The server's kubectl ran and failed; `last` is the last line it wrote."""
+
+    def __init__(self, message: str, last: str) -> None:
+        super().__init__(message)
+        self.last = last
+
+
+def _kubectl_get(cfg: LabConfig, stack: str, stacks_dir: Path, *what: str) -> dict[str, Any]:
+    """`kubectl get WHAT -o json` by the server's own kubectl."""
+    return json.loads(server_kubectl(cfg, stack, stacks_dir, "get", *what, "-o", "json"))
 
 
 def training_ranks(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[Rank]:
