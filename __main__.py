@@ -7,8 +7,8 @@ import pulumi
 
 from lab import config
 from lab.bootstrap.resource import HostBootstrap, bootstrap_inputs, kubernetes_provider
-from lab.cluster import Cluster
 from lab.cluster.build_context import build_context
+from lab.cluster.component import Cluster
 
 lab = config.from_pulumi()
 if lab.batch_note:

@@ -217,7 +217,7 @@ def _program_on_tree(tmp_path: Path, tree: Path) -> Path:
         "import pulumi_kubernetes as k8s\n"
         "from lab import config\n"
         "from lab.cluster.build_context import build_context\n"
-        "from lab.cluster import Cluster\n"
+        "from lab.cluster.component import Cluster\n"
         f"context = build_context(Path({str(tree)!r}))\n"
         "Cluster('lab', config.from_pulumi(), k8s.Provider('lab'), context=context, kubeconfig='')\n"
     )
