@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.cli.support import node_exporter
+from lab.cli.support.console import CliError
 from lab.cli.support.node_exporter import NodeExporter
 from lab.cli.support.prometheus import (
     LocalPrometheus,
@@ -134,9 +135,12 @@ def watching(layout: Layout, port: int, work: Path) -> Iterator[TryPrometheus]:
     data.mkdir()
     server = LocalPrometheus(config, data, log=work / "prometheus.log")
     with ExitStack() as running:
-        for exporter in nodes:
-            running.callback(exporter.stop)  # before it starts: a signal may come while it does
-            exporter.start()
-        running.callback(server.stop)
-        server.start()
+        try:
+            for exporter in nodes:
+                running.callback(exporter.stop)  # before it starts: a signal may come while it does
+                exporter.start()
+            running.callback(server.stop)
+            server.start()
+        except PrometheusError as err:
+            raise CliError(f"the try's metrics could not start: {err}") from None
         yield TryPrometheus(work, server, began)
