@@ -23,6 +23,7 @@ import pytest
 
 from lab import testbed
 from lab.cli.support.prometheus import LocalPrometheus, Series, write_config
+from lab.cli.support.try_metrics import SCRAPE_INTERVAL_S
 from lab.cli.try_local import STACK, layout
 from lab.cluster.observability import dashboard
 from lab.paths import STATE_DIR
@@ -118,9 +119,13 @@ def series_per_query(kept: Path, work: Path, queries: dict[str, str]) -> dict[st
     config = write_config(work / "prometheus.yml", {"global": {"scrape_interval": "15s"}})
     server = LocalPrometheus(config, data, log=work / "prometheus.log")
     server.start()
+    # A rank may be scraped only twice in a short try, and a rate over those two samples is then
+    # defined for one scrape interval before the series goes stale: a coarser step than that can
+    # step over it.
+    step_s = SCRAPE_INTERVAL_S / 2
     try:
         end = time.time()
-        return {name: server.api.query_range(expr, end - 3600, end, 2) for name, expr in queries.items()}
+        return {name: server.api.query_range(expr, end - 3600, end, step_s) for name, expr in queries.items()}
     finally:
         server.stop()
 
