@@ -147,7 +147,7 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"--out {args.out}: {problem}; name a folder this user can write")
     if os.geteuid() != 0:
         raise CliError("labctl try needs root (network namespaces, mounts, machines): run it with sudo")
-    missing = missing_tools() + [f"{tool} (package prometheus)" for tool in prometheus.missing()]
+    missing = missing_tools() + try_metrics.missing_tools()
     if missing:
         raise CliError(
             f"missing host tools: {', '.join(missing)}; install them with scripts/setup.sh as root"
@@ -195,8 +195,9 @@ def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
         f"  2. bootstrap with the lab's Ansible roles through the runner `pulumi up` uses"
         f" (stack {BASE_STACK}'s settings: packages, kernel settings, NFS export folders, registry mirror)\n"
         f"  3. DDP training across the {lay.count} machines, one rank each, over their own network: {data},"
-        f" {epochs} epochs of a narrow network; a Prometheus on this machine scrapes every rank every"
-        f" {try_metrics.SCRAPE_INTERVAL_S} s and is asked for their figures at the end\n"
+        f" {epochs} epochs of a narrow network; a Prometheus on this machine scrapes every rank and each"
+        f" machine's node exporter every {try_metrics.SCRAPE_INTERVAL_S} s and is asked for the ranks'"
+        " figures at the end\n"
         f"  4. results and plots into {args.out}/, then the validation suite\n"
         f"  5. {ending}\n"
         "  Not covered here: Kubernetes (no k3s or kubelet inside these machines; the stack skips the"

@@ -65,7 +65,10 @@ from lab.config.monitoring import (
     GRAFANA,
     GRAFANA_ADMIN_SECRET,
     GRAFANA_ADMIN_USER,
+    NODE_EXPORTER_PORT,
+    NODES_JOB,
     PROMETHEUS,
+    RANKS_JOB,
     exporters_namespace,
     monitoring_namespace,
     prometheus_url,
@@ -79,7 +82,6 @@ COMPONENT = "observability"
 DASHBOARDS = Path(__file__).with_name("dashboards")
 NAME_LABEL = "app.kubernetes.io/name"
 PROMETHEUS_POD_LABELS = {NAME_LABEL: "prometheus", "app.kubernetes.io/component": "server"}
-NODE_EXPORTER_PORT = 9100  # charts/prometheus-node-exporter values.yaml service.port
 DCGM_EXPORTER_PORT = 9400  # NVIDIA/dcgm-exporter deployment/values.yaml service.port
 # Kueue's controller serves /metrics over HTTPS on 8443 to callers allowed `get` on the
 # non-resource URL /metrics (config.kueue.x-k8s.io metrics.bindAddress, lab.cluster.gang), which
@@ -160,8 +162,8 @@ def scrape_jobs(lab: LabConfig, selector: dict[str, str]) -> list[dict[str, Any]
     """Prometheus' scrape jobs: the ranks (by the StatefulSet's pod selector), the exporters, Kueue."""
     exporters = exporters_namespace(lab)
     jobs = [
-        _pod_job("ranks", lab.namespace, selector, lab.observability.metrics_port),
-        _pod_job("nodes", exporters, {NAME_LABEL: "prometheus-node-exporter"}, NODE_EXPORTER_PORT),
+        _pod_job(RANKS_JOB, lab.namespace, selector, lab.observability.metrics_port),
+        _pod_job(NODES_JOB, exporters, {NAME_LABEL: "prometheus-node-exporter"}, NODE_EXPORTER_PORT),
     ]
     if lab.has_gpus:
         jobs.append(_pod_job("gpus", exporters, {NAME_LABEL: "dcgm-exporter"}, DCGM_EXPORTER_PORT))

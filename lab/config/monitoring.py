@@ -31,6 +31,11 @@ ADMIN_PASSWORD_KEY = "admin-password"
 GRAFANA_PASSWORD_OUTPUT = "grafanaAdminPassword"
 # Grafana's folder of the lab's dashboards (the chart's dashboard provider).
 DASHBOARD_FOLDER = "k8scifar"
+# Prometheus' scrape jobs of the ranks and of the nodes' exporters, in the cluster and in `labctl
+# try`: the same names, so a query that picks a job means the same in both.
+RANKS_JOB = "ranks"
+NODES_JOB = "nodes"
+NODE_EXPORTER_PORT = 9100  # charts/prometheus-node-exporter values.yaml service.port
 
 
 def monitoring_namespace(lab: LabConfig) -> str:

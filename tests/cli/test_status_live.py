@@ -132,7 +132,9 @@ def test_status_shows_what_a_real_prometheus_scraped_from_two_ranks(tmp_path: Pa
         ranks.append((metrics, port))
     config = write_config(
         tmp_path / "prometheus.yml",
-        scrape_config({f"127.0.0.1:{port}": f"node{rank}" for rank, (_, port) in enumerate(ranks)}, 1),
+        scrape_config(
+            {"ranks": {f"127.0.0.1:{port}": f"node{rank}" for rank, (_, port) in enumerate(ranks)}}, 1
+        ),
     )
     check_config(config)
     (tmp_path / "data").mkdir()

@@ -1,7 +1,8 @@
 """`labctl try` end to end on its own test machines: machines, bootstrap, DDP across three of them
 (more than the two of the reference lab: what a lab grown by a node meets) watched by a real
 Prometheus on this machine, results and plots, validation, teardown; every query of the Training
-dashboard answered from what that Prometheus scraped; and a Ctrl-C, SIGTERM or SIGHUP after the
+dashboard answered from what that Prometheus scraped, and every query of the Network dashboard
+from what it scraped of each machine's node exporter; and a Ctrl-C, SIGTERM or SIGHUP after the
 machines are up leaves nothing."""
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from pathlib import Path
 import pytest
 
 from lab import testbed
-from lab.cli.support.prometheus import LocalPrometheus, write_config
+from lab.cli.support.prometheus import LocalPrometheus, Series, write_config
+from lab.cli.support.try_metrics import SCRAPE_INTERVAL_S
 from lab.cli.try_local import STACK, layout
 from lab.cluster.observability import dashboard
 from lab.paths import STATE_DIR
 from lab.testbed import processes
+from lab.testbed.network import GUEST_LINK
 
 # The clock starts with the test, not while `turn` waits for other runs to release the machines.
 pytestmark = pytest.mark.timeout(600, func_only=True)
@@ -99,28 +102,43 @@ def _nothing_left(before: Before) -> None:
     assert _ssh_masters() - before.masters == set(), "an ssh connection master outlived the run"
 
 
-def training_queries() -> dict[str, str]:
-    """Every PromQL query of the shipped Training dashboard, by its panel's title."""
+def dashboard_queries(name: str) -> dict[str, str]:
+    """Every PromQL query of the shipped dashboard `name`, by its panel's title."""
     return {
         f"{panel['title']} [{index}]": target["expr"]
-        for panel in dashboard("training")["panels"]
+        for panel in dashboard(name)["panels"]
         for index, target in enumerate(panel["targets"])
     }
 
 
-def series_per_query(kept: Path, work: Path, queries: dict[str, str]) -> dict[str, int]:
-    """How many series each query returns over the last hour, as Grafana asks (a range query),
-    of the database a try's Prometheus kept, served again by Prometheus itself (scraping nothing)."""
+def series_per_query(kept: Path, work: Path, queries: dict[str, str]) -> dict[str, list[Series]]:
+    """The series each query returns over the last hour, as Grafana asks (a range query), of the
+    database a try's Prometheus kept, served again by Prometheus itself (scraping nothing)."""
     data = work / "prometheus"
     shutil.copytree(kept, data)
     config = write_config(work / "prometheus.yml", {"global": {"scrape_interval": "15s"}})
     server = LocalPrometheus(config, data, log=work / "prometheus.log")
     server.start()
+    # A rank may be scraped only twice in a short try, and a rate over those two samples is then
+    # defined for one scrape interval before the series goes stale: a coarser step than that can
+    # step over it.
+    step_s = SCRAPE_INTERVAL_S / 2
     try:
         end = time.time()
-        return {name: len(server.api.query_range(expr, end - 3600, end, 2)) for name, expr in queries.items()}
+        return {name: server.api.query_range(expr, end - 3600, end, step_s) for name, expr in queries.items()}
     finally:
         server.stop()
+
+
+def unserved(found: dict[str, list[Series]], machines: set[str]) -> dict[str, list[dict[str, str]]]:
+    """The Network queries that lack a series of some machine's link, or return one without the
+    labels their panels' legend shows (`{{node}} {{device}}`): the labels they returned instead."""
+    return {
+        name: [s.labels for s in series]
+        for name, series in found.items()
+        if {s.labels.get("node") for s in series if s.labels.get("device") == GUEST_LINK} != machines
+        or not all(s.labels.get("node") and s.labels.get("device") for s in series)
+    }
 
 
 def test_try_trains_across_three_machines_and_removes_them(turn: None, tmp_path: Path) -> None:
@@ -167,8 +185,13 @@ def test_try_trains_across_three_machines_and_removes_them(turn: None, tmp_path:
     assert " samples in " in asked[MACHINES] and " successful scrapes" in asked[MACHINES], out
     # Every query of the Training dashboard returns a series per rank from what it scraped.
     assert (run / "prometheus.yml").is_file()
-    counts = series_per_query(run / "prometheus", tmp_path / "again", training_queries())
+    found = series_per_query(run / "prometheus", tmp_path / "again", dashboard_queries("training"))
+    counts = {name: len(series) for name, series in found.items()}
     assert len(counts) >= 9 and [name for name, count in counts.items() if count < MACHINES] == [], counts
+    # Every query of the Network dashboard returns each machine's link, from its node exporter.
+    network = series_per_query(run / "prometheus", tmp_path / "network", dashboard_queries("network"))
+    lacking = unserved(network, {machine.name for machine in layout(MACHINES).machines})
+    assert len(network) >= 3 and lacking == {}, lacking
     _nothing_left(before)
 
 

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from lab.cli.support.prometheus import PrometheusError, check_config, scrape_config, write_config
-from lab.cli.support.try_metrics import JOB, SCRAPE_INTERVAL_S, targets
+from lab.cli.support.try_metrics import SCRAPE_INTERVAL_S, exporters, jobs
 from lab.cli.try_local import layout
 from lab.config import load_stack
 from tests.program.harness import cluster_stacks, recorded
@@ -70,9 +70,12 @@ def test_the_cluster_scrape_jobs_pass_promtool(stack: str, tmp_path: Path) -> No
 
 def test_the_try_config_passes_promtool(tmp_path: Path) -> None:
     port = load_stack("testbed").observability.metrics_port
-    found = targets(layout(), port)
-    assert found == {"10.77.2.11:9464": "try-node1", "10.77.2.12:9464": "try-node2"}
-    check_config(write_config(tmp_path / "prometheus.yml", scrape_config(found, SCRAPE_INTERVAL_S, JOB)))
+    found = jobs(layout(), port, exporters(layout(), tmp_path))
+    assert found == {
+        "ranks": {"10.77.2.11:9464": "try-node1", "10.77.2.12:9464": "try-node2"},
+        "nodes": {"10.77.2.11:9100": "try-node1", "10.77.2.12:9100": "try-node2"},
+    }
+    check_config(write_config(tmp_path / "prometheus.yml", scrape_config(found, SCRAPE_INTERVAL_S)))
 
 
 def test_promtool_refuses_what_prometheus_would(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,9 +162,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def scrape_config(targets: Mapping[str, str], interval_s: int, job: str = "ranks") -> dict[str, Any]:
-    """A Prometheus configuration that scrapes each `address:port` of `targets` (address -> node
-    name, kept as the `node` label) every `interval_s` seconds."""
+def scrape_config(jobs: Mapping[str, Mapping[str, str]], interval_s: int) -> dict[str, Any]:
+    """A Prometheus configuration with a job per entry of `jobs` (job name -> its targets, each
+    `address:port` -> node name, kept as the `node` label), every target scraped every
+    `interval_s` seconds."""
     return {
         "global": {"scrape_interval": f"{interval_s}s", "evaluation_interval": f"{interval_s}s"},
         "scrape_configs": [
@@ -175,6 +176,7 @@ def scrape_config(targets: Mapping[str, str], interval_s: int, job: str = "ranks
                     {"targets": [address], "labels": {"node": node}} for address, node in targets.items()
                 ],
             }
+            for job, targets in jobs.items()
         ],
     }
 
@@ -215,49 +217,61 @@ class LocalPrometheus:
             f"--web.listen-address=127.0.0.1:{self.port}",
         ]
 
-    def start(self, ready: Callable[[], None] | None = None) -> None:
+    def start(self) -> None:
         """Start it and wait until its API answers (`/-/ready`)."""
-        log = open(self.log or self.data.with_suffix(".log"), "wb")  # noqa: SIM115 - the process keeps it
-        with log:
-            self.process = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise PrometheusError(
-                    f"prometheus exited ({self.process.returncode}) as it started: {self.last_log_line()}"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.api.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        if ready:
-                            ready()
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise PrometheusError(f"prometheus did not answer within {READY_TIMEOUT_S} s: {self.last_log_line()}")
-
-    def last_log_line(self) -> str:
-        path = self.log or self.data.with_suffix(".log")
+        log = self.log or self.data.with_suffix(".log")
+        self.process = start_logged(self.command(), log)
         try:
-            lines = path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no log"
-        return lines[-1] if lines else "no log"
+            await_answer(self.process, f"{self.api.url}/-/ready", PROMETHEUS, log)
+        except PrometheusError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """SIGTERM, which closes its database cleanly; SIGKILL if it lingers (safe to call twice)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
+        stop_process(self.process)
+
+
+def start_logged(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """`command` started with its output into `log`."""
+    with open(log, "wb") as out:  # the child holds its own copy
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+
+def await_answer(process: subprocess.Popen[bytes], url: str, what: str, log: Path) -> None:
+    """Wait until `url` answers 200, or say why not: `process` exited, or the time ran out."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise PrometheusError(f"{what} exited ({process.returncode}) as it started: {last_log_line(log)}")
         try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise PrometheusError(f"{what} did not answer within {READY_TIMEOUT_S} s: {last_log_line(log)}")
+
+
+def last_log_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no log"
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, SIGKILL if it lingers (safe to call twice, or before a start)."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def write_config(path: Path, config: Mapping[str, Any]) -> Path:
@@ -272,6 +286,7 @@ __all__ = [
     "PrometheusError",
     "RankFigures",
     "Series",
+    "await_answer",
     "check_config",
     "describe",
     "last_values_query",
@@ -280,5 +295,7 @@ __all__ = [
     "parse",
     "rank_figures",
     "scrape_config",
+    "start_logged",
+    "stop_process",
     "write_config",
 ]

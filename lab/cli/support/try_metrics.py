@@ -1,5 +1,6 @@
 """`labctl try`'s Prometheus: the real one (Debian's package) on this machine, scraping the ranks
-on the test machines over their bridge while they train, as the lab's Prometheus scrapes the pods.
+on the test machines over their bridge while they train, as the lab's Prometheus scrapes the pods,
+and each machine's node exporter (lab.cli.support.node_exporter), as it scrapes each node's.
 
 The scrape configuration is checked with `promtool check config` before Prometheus starts. Each
 rank serves on the stack's `observability.metricsPort` (`train --metrics-port`) at its machine's
@@ -13,31 +14,52 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.cli.support import node_exporter
+from lab.cli.support.console import CliError
+from lab.cli.support.node_exporter import NodeExporter
 from lab.cli.support.prometheus import (
     LocalPrometheus,
     PrometheusError,
     check_config,
     describe,
+    missing,
     number,
     rank_figures,
     scrape_config,
     write_config,
 )
+from lab.config.monitoring import NODES_JOB, RANKS_JOB
 from lab.testbed.layout import Layout
 
 SCRAPE_INTERVAL_S = 1  # a try trains for seconds: the cluster's 15 s would catch a sample or two
 CONFIG_FILE = "prometheus.yml"
 DATA_FOLDER = "prometheus"
-JOB = "ranks"
 
 
 def targets(layout: Layout, port: int) -> dict[str, str]:
     """Each machine's rank (`address:port`, one rank per machine) -> the machine's name."""
     return {f"{machine.address}:{port}": machine.name for machine in layout.machines}
+
+
+def exporters(layout: Layout, work: Path) -> list[NodeExporter]:
+    """A node exporter per machine, logging into `work`."""
+    return [NodeExporter(machine, work / f"node-exporter-{machine.name}.log") for machine in layout.machines]
+
+
+def jobs(layout: Layout, port: int, nodes: list[NodeExporter]) -> dict[str, dict[str, str]]:
+    """The scrape jobs: the ranks, and the node exporters, each target labelled with its machine."""
+    return {RANKS_JOB: targets(layout, port), NODES_JOB: {n.target: n.machine.name for n in nodes}}
+
+
+def missing_tools() -> list[str]:
+    """The programs a try's metrics need that this machine lacks, each with its Debian package."""
+    return [f"{tool} (package prometheus)" for tool in missing()] + [
+        f"{tool} (package {tool})" for tool in node_exporter.missing()
+    ]
 
 
 @dataclass
@@ -72,8 +94,8 @@ class TryPrometheus:
             )
         }
         # Prometheus' own series of each scrape: `up` is 1 for each one that succeeded.
-        scrapes = api.query(f'sum(sum_over_time(up{{job="{JOB}"}}[{window}s]))')
-        samples = api.query(f'sum(sum_over_time(scrape_samples_scraped{{job="{JOB}"}}[{window}s]))')
+        scrapes = api.query(f'sum(sum_over_time(up{{job="{RANKS_JOB}"}}[{window}s]))')
+        samples = api.query(f'sum(sum_over_time(scrape_samples_scraped{{job="{RANKS_JOB}"}}[{window}s]))')
         lines = [
             f"rank {r.rank} on {r.where}: {describe(r)}, waiting for peers"
             f" {number(100 * waits[r.rank] if r.rank in waits else None, 1)}% of step time"
@@ -88,7 +110,7 @@ class TryPrometheus:
 
     def targets_health(self) -> str:
         try:
-            found = self.server.api.query(f'up{{job="{JOB}"}}')
+            found = self.server.api.query(f'up{{job="{RANKS_JOB}"}}')
         except PrometheusError as err:
             return str(err)
         return ", ".join(f"{s.labels['instance']} up={number(s.value)}" for s in found) or "no targets"
@@ -103,15 +125,22 @@ class TryPrometheus:
 
 @contextmanager
 def watching(layout: Layout, port: int, work: Path) -> Iterator[TryPrometheus]:
-    """Prometheus scraping the ranks of `layout` on `port`, from start to stop (also on a signal)."""
-    config = write_config(work / CONFIG_FILE, scrape_config(targets(layout, port), SCRAPE_INTERVAL_S, JOB))
+    """Prometheus scraping the ranks of `layout` on `port` and each machine's node exporter, from
+    start to stop (also on a signal): the exporters first, so that its first scrape finds them."""
+    began = time.monotonic()
+    nodes = exporters(layout, work)
+    config = write_config(work / CONFIG_FILE, scrape_config(jobs(layout, port, nodes), SCRAPE_INTERVAL_S))
     check_config(config)
     data = work / DATA_FOLDER
     data.mkdir()
     server = LocalPrometheus(config, data, log=work / "prometheus.log")
-    watched = TryPrometheus(work, server, time.monotonic())
-    server.start()
-    try:
-        yield watched
-    finally:
-        server.stop()
+    with ExitStack() as running:
+        try:
+            for exporter in nodes:
+                running.callback(exporter.stop)  # before it starts: a signal may come while it does
+                exporter.start()
+            running.callback(server.stop)
+            server.start()
+        except PrometheusError as err:
+            raise CliError(f"the try's metrics could not start: {err}") from None
+        yield TryPrometheus(work, server, began)
