@@ -17,13 +17,10 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +30,7 @@ import yaml
 from lab import testbed
 from lab.cli import hosts
 from lab.cli.hosts import add_verbose_option
-from lab.cli.support import prometheus, try_metrics
+from lab.cli.support import prometheus, try_data, try_metrics
 from lab.cli.support.console import CliError, console
 from lab.cli.support.runsource import LocalRuns
 from lab.cli.support.signals import uninterrupted
@@ -42,11 +39,10 @@ from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_
 from lab.paths import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
-from lab.testbed.layout import CACHE_ROOT, MAX_MACHINES, Layout
+from lab.testbed.layout import MAX_MACHINES, Layout
 from lab.testbed.machines import login_command
 from lab.validation.runner import validate
 from trainer import contract
-from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES
 from trainer.hyperparameters import nearest_batch
 
 # Its own machines and addresses, apart from the test machines the integration tests use.
@@ -56,9 +52,6 @@ STACK = "try"  # the state it keeps in .lab/try/ while it runs
 MACHINES = 2  # unless --machines says otherwise: a server and an agent, as the reference lab
 BASE_STACK = "testbed"  # whose settings the machines get (stacks/Pulumi.testbed.yaml)
 COLLECTIVE_TIMEOUT_S = 30
-DOWNLOAD_TIMEOUT_S = 900
-DOWNLOADED = CACHE_ROOT / "cifar-10"  # kept between runs, like the machines' package cache
-GENERATED_IMAGES = (2048, 512)  # training, test
 EPOCHS = {"generated": 4, "real": 1}
 BOOTSTRAP_LOG = "bootstrap.log"  # in the run folder: site.yml's full log, every task's line
 
@@ -106,31 +99,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-@dataclass(frozen=True)
-class Dataset:
-    root: Path  # holds cifar-10-batches-py/
-    real: bool
-    note: str  # what the user is told about it
-
-    @property
-    def images(self) -> int:
-        return 50_000 if self.real else GENERATED_IMAGES[0]
-
-
 def layout(machines: int = MACHINES) -> Layout:
     return Layout(TESTBED_NAME, machines, SUBNET)
-
-
-def _given_data(path: Path) -> Path:
-    """The folder holding cifar-10-batches-py/ with every batch, whichever of the two was named."""
-    root = path.parent if path.name == DATASET_FOLDER else path
-    missing = [name for name in (*TRAIN_FILES, TEST_FILE) if not (root / DATASET_FOLDER / name).is_file()]
-    if missing:
-        raise CliError(
-            f"--data {path}: no CIFAR-10 python batches there (missing {DATASET_FOLDER}/{missing[0]});"
-            " name the folder that holds cifar-10-batches-py/ (from cifar-10-python.tar.gz)"
-        )
-    return root
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -248,38 +218,6 @@ def stacks_dir(lay: Layout) -> Path:
     return lay.state / "stacks"
 
 
-def _dataset(args: argparse.Namespace, work: Path) -> Dataset:
-    if args.data:
-        root = _given_data(args.data)
-        return Dataset(root, True, f"CIFAR-10 from {root / DATASET_FOLDER}")
-    reason = "--generated asked for it" if args.generated else _download()
-    if reason is None:
-        return Dataset(DOWNLOADED, True, f"CIFAR-10, downloaded into {DOWNLOADED / DATASET_FOLDER}")
-    train, test = GENERATED_IMAGES
-    root = ddp.make_dataset(work / "data", train, test)
-    return Dataset(
-        root,
-        False,
-        f"NOT real CIFAR-10: a generated CIFAR-format set ({train} training, {test} test images of"
-        f" learnable patterns): {reason}; pass --data DIR to train on the real set",
-    )
-
-
-def _download() -> str | None:
-    """Fetch CIFAR-10 into the cache (a no-op when it is there); why it failed, or None."""
-    download = [sys.executable, "-m", "trainer", "data", "download", "--dir", str(DOWNLOADED)]
-    try:
-        done = subprocess.run(
-            download, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return f"CIFAR-10 did not download within {DOWNLOAD_TIMEOUT_S} s"
-    if done.returncode == 0:
-        return None
-    last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
-    return f"the download failed ({last.removeprefix('error: ')})"
-
-
 def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
     """Print rank 0's progress lines as they come; every torchrun's exit status."""
     shown, deadline = 0, time.monotonic() + timeout
@@ -294,7 +232,9 @@ def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
     return job.wait(1)
 
 
-def _train(lay: Layout, data: Dataset, epochs: int, name: str, runs: Path, metrics_port: int) -> None:
+def _train(
+    lay: Layout, data: try_data.Dataset, epochs: int, name: str, runs: Path, metrics_port: int
+) -> None:
     args = [*ddp.small_run(data.root, runs, name, epochs, lay.count), "--metrics-port", str(metrics_port)]
     job = ddp.DdpJob(lay, args, name, COLLECTIVE_TIMEOUT_S)
     job.start()
@@ -346,7 +286,7 @@ def _validate(lay: Layout, run_folder: Path) -> int:
 
 def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> int:
     _step(f"data: checking {args.data}" if args.data else "data: preparing the training images")
-    data = _dataset(args, work)
+    data = try_data.choose(args.data, args.generated, work)
     console.print(f"  {data.note}", soft_wrap=True)
     epochs = args.epochs or EPOCHS["real" if data.real else "generated"]
     with _timed(f"1/5 machines: creating and booting {lay.count} Debian 12 machines"):
@@ -400,10 +340,10 @@ def run(args: argparse.Namespace) -> int:
         console.print("the machines of `labctl try` are removed")
         return 0
     if args.data:
-        _given_data(args.data)
+        try_data.given(args.data)
     _check(args)
     lay = layout(args.machines)
-    images = 50_000 if args.data else GENERATED_IMAGES[0]
+    images = 50_000 if args.data else try_data.GENERATED_IMAGES[0]
     _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
     began = time.monotonic()
     with testbed.exclusive(_waiting), tempfile.TemporaryDirectory(prefix="k8scifar-try-") as work:
