@@ -341,7 +341,7 @@ def gpu_report(
         "epochs with the first (cuDNN's kernel choice, the compilation) left out. airbench94 is the",
         "pinned `airbench` package's own `train94` as published (float16 weights, channels_last),",
         "timed by its own CUDA events; the trainer's figures are its metrics lines' `images_per_second`",
-        "(bfloat16 autocast over float32 weights), training only, and end with a device sync.",
+        "(float16 weights, BatchNorm in float32, as airbench94), training only, and end with a device sync.",
         "",
         *_side_table(side, "images/s"),
         "",

@@ -213,8 +213,15 @@ def _resolve(host: str, where: str, timeout: int) -> None:
             time.sleep(1)
 
 
-def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.nn.Module:
-    """DDP around `net` with the chosen gradient compression; the net itself in a single process."""
+def wrap(
+    net: torch.nn.Module, device: torch.device, compression: str, gradients: torch.dtype
+) -> torch.nn.Module:
+    """DDP around `net` with the chosen gradient compression; the net itself in a single process.
+
+    `gradients` is the dtype of the net's weights (trainer.precision): where it is 16-bit already,
+    fp16 and bf16 compression would halve nothing, and bf16's cast from float16 would drop three
+    bits of every gradient, so rank 0 says so and no hook is registered.
+    """
     if not dist.is_initialized():
         return net
     ids = [device.index] if device.type == "cuda" else None
@@ -227,7 +234,14 @@ def wrap(net: torch.nn.Module, device: torch.device, compression: str) -> torch.
     model = DistributedDataParallel(
         net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, forward_sync_buffers=False
     )
-    if compression == contract.FP16:
+    if compression in (contract.FP16, contract.BF16) and gradients.itemsize == 2:
+        if dist.get_rank() == 0:
+            print(
+                f"--compression {compression} left out: the gradients on {device.type} are {gradients}"
+                " already, half the bytes of float32",
+                flush=True,
+            )
+    elif compression == contract.FP16:
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif compression == contract.BF16:
         model.register_comm_hook(None, default_hooks.bf16_compress_hook)

@@ -89,13 +89,17 @@ class TrainLoader:
         self.steps_per_epoch = len(split.labels) // batch_size
 
     def batches(self, epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        # The plan crosses to the device once an epoch; a step then never waits on the host.
+        # The plan crosses to the device once an epoch, and this rank's images of every step left
+        # are augmented together, so a step only takes a slice: it neither waits on the host nor
+        # launches a kernel (a GPU step is bound by launching its kernels).
         plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout, self.translate)
         plan = plan.to(self.device)
-        for step in range(start_step, self.steps_per_epoch):
-            first = step * self.batch_size + self.shard.rank * self.local
-            chosen = plan.order[first : first + self.local]
-            yield plan.augment(self.padded[chosen], chosen), self.labels[chosen]
+        steps = self.steps_per_epoch
+        # Step s takes the global batch order[s * batch : (s + 1) * batch], rank r its r-th share.
+        shares = plan.order[: steps * self.batch_size].view(steps, self.shard.world_size, self.local)
+        chosen = shares[start_step:, self.shard.rank].flatten()
+        images = plan.augment(self.padded[chosen], chosen)
+        yield from zip(images.split(self.local), self.labels[chosen].split(self.local), strict=True)
 
 
 def _generator(seed: int, stream: int) -> torch.Generator:

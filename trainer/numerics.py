@@ -19,6 +19,7 @@ from trainer import data, distributed
 from trainer.errors import RunFailed
 from trainer.loader import Normalise, translate
 from trainer.model import Recipe
+from trainer.precision import Precision
 
 # The cross-entropy of a uniform guess over the classes (ln 10): what an untrained net scores,
 # with or without label smoothing. An epoch whose mean train loss is DIVERGENCE_FACTOR times that
@@ -73,6 +74,7 @@ class Numerics:
         recipe: Recipe,
         optimizer: torch.optim.Optimizer,
         device: torch.device,
+        precision: Precision,
         label_smoothing: float,
     ) -> None:
         self.net = net
@@ -81,17 +83,11 @@ class Numerics:
         self.optimizer = optimizer
         self.device = device
         self.label_smoothing = label_smoothing
-        cuda = device.type == "cuda"
         # channels_last on every device: CPU convolutions (oneDNN) gain as much as cuDNN's.
-        self.normalise = Normalise(device, torch.bfloat16 if cuda else torch.float32, torch.channels_last)
+        self.normalise = Normalise(device, precision.dtype, torch.channels_last)
         self.lookahead = (
             Lookahead(net, recipe.lookahead_every, recipe.lookahead_decay) if recipe.lookahead else None
         )
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
 
     def set_learning_rates(self, step: int, total: int, epoch: int) -> None:
         multiplier = schedule(step / total, self.recipe.schedule)
@@ -100,23 +96,26 @@ class Numerics:
             frozen = group["name"] == "whiten_bias" and epoch >= self.recipe.whiten_bias_epochs
             group["lr"] = 0.0 if frozen else group["base_lr"] * multiplier
 
-    def step(self, images: torch.Tensor, labels: torch.Tensor, parts: int, scale: float) -> torch.Tensor:
+    def step(
+        self, images: torch.Tensor, labels: torch.Tensor, parts: int, scale: float, sums: torch.Tensor
+    ) -> None:
         """One optimizer step over a rank's batch in `parts` micro-batches; the loss is summed and
-        multiplied by `scale` (ranks over the global batch, so DDP's mean is the batch mean).
-        Returns the batch's (loss sum, correct) on the device."""
-        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        multiplied by `scale` (DDP averages it over the ranks; trainer.precision says why a GPU sums).
+        Adds the batch's loss sum and correct count to `sums` (float64, on the device)."""
+        # A GPU step is bound by launching its kernels, so the sums take as few as they can: each
+        # an in-place add that casts as it adds, and no multiply by a scale of 1.
+        loss_sum, correct = sums.unbind()
         for index, (x, y) in enumerate(zip(images.chunk(parts), labels.chunk(parts), strict=True)):
             syncing = index == parts - 1 or not hasattr(self.model, "no_sync")
             context = contextlib.nullcontext() if syncing else self.model.no_sync()
-            with context, self.autocast():
+            with context:
                 logits = self.model(self.normalise(x)).float()
-                losses = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing, reduction="none")
-                (losses.sum() * scale).backward()
-            correct = (logits.argmax(1) == y).sum()
-            sums += torch.stack([losses.sum().double(), correct.double()]).detach()
+                loss = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing, reduction="sum")
+                (loss if scale == 1 else loss * scale).backward()
+            loss_sum += loss.detach()
+            correct += (logits.argmax(1) == y).sum()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return sums
 
     @torch.no_grad()
     def evaluate(self, test: tuple[torch.Tensor, torch.Tensor], tta: int, batch: int) -> tuple[float, float]:
@@ -126,8 +125,7 @@ class Numerics:
         images, labels = test
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)
         for x, y in zip(images.split(batch), labels.split(batch), strict=True):
-            with self.autocast():
-                logits = self.tta_logits(self.normalise(x), tta).float()
+            logits = self.tta_logits(self.normalise(x), tta).float()
             correct = (logits.argmax(1) == y).sum()
             sums += torch.stack([F.cross_entropy(logits, y, reduction="sum").double(), correct.double()])
         self.net.train()

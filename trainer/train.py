@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from trainer import checkpoint, data, distributed, plots, readiness, telemetry
+from trainer import checkpoint, data, distributed, plots, precision, readiness, telemetry
 from trainer.config import ConfigurationError, TrainConfig, code_hash
 from trainer.contract import CURVES_FILE, TRAINED_ON
 from trainer.loader import Normalise, Shard, TrainLoader, to_device
@@ -76,18 +76,22 @@ class Run:
         net = build(config.model, config.width, Normalise(torch.device("cpu"))(sample))
         if config.sync_batchnorm:
             net = self.synchronise_batchnorm(net, local)
-        net = net.to(self.device, memory_format=torch.channels_last)
+        self.precision = precision.for_device(self.device, config.batch_size)
+        net = self.precision.apply(net).to(self.device, memory_format=torch.channels_last)
         if self.device.type == "cuda":
             # Shapes are static: cuDNN picks each convolution's fastest kernel once.
             torch.backends.cudnn.benchmark = True
+        lr, weight_decay = self.precision.sgd(config.lr, config.weight_decay)
         optimizer = torch.optim.SGD(
-            param_groups(net, self.recipe, config.lr, config.weight_decay),
-            lr=config.lr,
+            param_groups(net, self.recipe, lr, weight_decay),
+            lr=lr,
             momentum=config.momentum,
             nesterov=True,
             fused=True,
         )
-        self.numerics = Numerics(net, self.recipe, optimizer, self.device, config.label_smoothing)
+        self.numerics = Numerics(
+            net, self.recipe, optimizer, self.device, self.precision, config.label_smoothing
+        )
         self.net, self.optimizer, self.lookahead = net, optimizer, self.numerics.lookahead
         self.progress = Progress()
         self.total_steps = config.epochs * self.loader.steps_per_epoch
@@ -183,7 +187,7 @@ class Run:
     def fit(self, stop: StopSignal, start: Start) -> dict[str, Any]:
         self.resume(start)
         stop.arm()
-        model = distributed.wrap(self.net, self.device, self.config.compression)
+        model = distributed.wrap(self.net, self.device, self.config.compression, self.precision.dtype)
         self.numerics.model = torch.compile(model) if self.where.compile else model
         self.devices = distributed.gather_text(_device_name(self.device), DEVICE_NAME, "a device name")
         self.report_status("running")
@@ -206,7 +210,8 @@ class Run:
         begun, begun_step, last_status = time.monotonic(), p.step_in_epoch, time.monotonic()
         # Agreeing on the stop flag is a collective: every few steps where it costs a device sync.
         stop_every = distributed.stop_check_steps()
-        parts, scale = self.config.accumulate, self.place.world_size / self.config.batch_size
+        parts = self.config.accumulate
+        scale = self.precision.loss_scale * self.place.world_size / self.config.batch_size
         sums = torch.tensor(p.sums[:2], dtype=torch.float64, device=self.device)
         seen = p.sums[2]
         for images, labels in self.loader.batches(epoch, p.step_in_epoch):
@@ -215,7 +220,7 @@ class Run:
             ):
                 self.stop(sums, seen, begun)
             self.numerics.set_learning_rates(p.step, self.total_steps, epoch)
-            sums += self.numerics.step(images, labels, parts, scale)
+            self.numerics.step(images, labels, parts, scale, sums)
             seen += len(labels)
             if self.where.ready_file and not self.ready:
                 readiness.mark(self.where.ready_file, self.place.rank)
@@ -237,7 +242,7 @@ class Run:
             "step": p.step,
             "train_loss": train_loss,
             "train_acc": correct / seen,
-            "lr": self.optimizer.param_groups[0]["lr"],
+            "lr": self.precision.recipe_lr(self.optimizer.param_groups[0]["lr"]),
             "epoch_seconds": seconds,
             "images_per_second": (p.step_in_epoch - begun_step) * self.config.batch_size / seconds,
             "restarts": p.restarts,

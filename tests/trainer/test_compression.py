@@ -20,11 +20,11 @@ def one_rank_group(tmp_path: Path) -> Iterator[None]:
     dist.destroy_process_group()
 
 
-def _gradient(compression: str) -> torch.Tensor:
+def _gradient(compression: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     torch.manual_seed(0)
-    net = torch.nn.Linear(64, 64)
-    model = wrap(net, torch.device("cpu"), compression)
-    model(torch.randn(16, 64)).pow(2).sum().backward()
+    net = torch.nn.Linear(64, 64).to(dtype)
+    model = wrap(net, torch.device("cpu"), compression, dtype)
+    model(torch.randn(16, 64, dtype=dtype)).pow(2).sum().backward()
     return net.weight.grad.clone()
 
 
@@ -41,3 +41,16 @@ def test_half_precision_hooks_round_the_gradients(compression: str, dtype: torch
 def test_powersgd_trains_uncompressed_for_its_warm_up_steps() -> None:
     # PowerSGD starts compressing after 10 steps; before, it all-reduces the exact gradient.
     torch.testing.assert_close(_gradient("powersgd"), _gradient("none"))
+
+
+@pytest.mark.usefixtures("one_rank_group")
+@pytest.mark.parametrize("compression", ["fp16", "bf16"])
+def test_float16_gradients_are_not_cast_again(compression: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A GPU's gradients are float16 (trainer.precision): a 16-bit hook would save no bytes."""
+    exact = _gradient("none", torch.float16)
+    capsys.readouterr()
+    torch.testing.assert_close(_gradient(compression, torch.float16), exact, rtol=0, atol=0)
+    assert (
+        f"--compression {compression} left out: the gradients on cpu are torch.float16"
+        in capsys.readouterr().out
+    )

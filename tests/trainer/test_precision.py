@@ -1,0 +1,103 @@
+"""A GPU's precision: float16 weights with BatchNorm in float32, the loss summed over the global
+batch so float16 gradients keep their digits, and SGD's rate and decay folded so that a step is
+the recipe's step on the batch-mean loss. Checked on CPU, where float16 runs too (slowly)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainer import distributed, precision, run_state, train
+from trainer.config import resolve
+from trainer.contract import GENERATED
+from trainer.data import Split
+from trainer.loader import Normalise
+from trainer.model import build
+
+BATCH = 1024  # the recipe's global batch: the mean's gradient is 1/BATCH of the sum's
+
+
+def _split(count: int, seed: int) -> Split:
+    rng = np.random.default_rng(seed)
+    return Split(rng.integers(0, 256, size=(count, 3, 32, 32), dtype=np.uint8), np.arange(count) % 10)
+
+
+def test_a_gpu_holds_the_net_in_float16_and_sums_the_loss_over_the_global_batch() -> None:
+    chosen = precision.for_device(torch.device("cuda"), BATCH)
+    assert chosen == precision.Precision(torch.float16, float(BATCH))
+    assert precision.for_device(torch.device("cpu"), BATCH) == precision.Precision(torch.float32, 1.0)
+    images = torch.from_numpy(_split(64, 0).images)
+    net = chosen.apply(build("airbench", 8, Normalise(torch.device("cpu"))(images)))
+    kinds = {
+        type(module).__name__: {t.dtype for t in [*module.parameters(False), *module.buffers(False)]}
+        for module in net.modules()
+    }
+    assert kinds["BatchNorm2d"] == {torch.float32, torch.int64}, "statistics and bias in float32"
+    assert kinds["Conv2d"] == kinds["Linear"] == {torch.float16}
+
+
+def _gradients(
+    net: nn.Module, chosen: precision.Precision, images: torch.Tensor, labels: torch.Tensor
+) -> dict:
+    """The gradient of the batch-mean loss (over a nominal batch of BATCH) that `chosen` computes."""
+    net = chosen.apply(copy.deepcopy(net)).to(memory_format=torch.channels_last)
+    logits = net(Normalise(torch.device("cpu"), chosen.dtype, torch.channels_last)(images)).float()
+    losses = F.cross_entropy(logits, labels, label_smoothing=0.2, reduction="none")
+    (losses.sum() * chosen.loss_scale / BATCH).backward()
+    return {
+        name: p.grad.double() / chosen.loss_scale for name, p in net.named_parameters() if p.grad is not None
+    }
+
+
+def test_float16_gradients_keep_their_digits_only_with_the_summed_loss() -> None:
+    """Against float32's, the biases' float16 gradients of the scaled loss err by about a tenth
+    (float16's forward pass); of the batch mean they lose most of themselves to underflow."""
+    torch.manual_seed(0)
+    split = _split(64, 0)
+    images, labels = torch.from_numpy(split.images), torch.from_numpy(split.labels)
+    net = build("airbench", 8, Normalise(torch.device("cpu"))(images))
+    exact = _gradients(net, precision.Precision(torch.float32, 1.0), images, labels)
+
+    def worst_bias_error(chosen: precision.Precision) -> float:
+        found = _gradients(net, chosen, images, labels)
+        return max(
+            float((found[name] - exact[name]).norm() / exact[name].norm()) for name in exact if "bias" in name
+        )
+
+    assert worst_bias_error(precision.for_device(torch.device("cuda"), BATCH)) < 0.25
+    assert worst_bias_error(precision.Precision(torch.float16, 1.0)) > 0.5, "the mean underflows"
+
+
+def _trained_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chosen: precision.Precision) -> tuple:
+    monkeypatch.setattr(precision, "for_device", lambda device, batch: chosen)
+    flags = {
+        "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
+        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": False,
+    }  # fmt: skip
+    config = resolve(flags, 64, 64, GENERATED)
+    folder = tmp_path / f"scale-{chosen.loss_scale:g}"
+    where = run_state.RunOptions(folder, "gloo", 60, 1, 0.94, "exit", epoch_eval=False)
+    run = train.Run(
+        config, where, distributed.Topology(0, 1, 0, "127.0.0.1", 0), (_split(64, 0), _split(64, 1))
+    )
+    run.folder.prepare(fresh=True)
+    run.fit(run_state.StopSignal(), run_state.Start())
+    rates = [json.loads(line)["lr"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [p.detach().clone() for p in run.net.parameters()], rates
+
+
+def test_a_scaled_loss_takes_the_recipes_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run as `Run` builds it (its optimizer, schedule, lookahead), in float32 so the two agree
+    to rounding: scaling the loss by 512 changes neither the weights nor the rates it reports."""
+    plain, plain_rates = _trained_weights(tmp_path, monkeypatch, precision.Precision(torch.float32, 1.0))
+    scaled, scaled_rates = _trained_weights(tmp_path, monkeypatch, precision.Precision(torch.float32, 512.0))
+    assert scaled_rates == pytest.approx(plain_rates)
+    for before, after in zip(plain, scaled, strict=True):
+        torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-5)
