@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainer import atomic
+from trainer import atomic, precision
 from trainer.contract import LATEST_CHECKPOINT as POINTER
 from trainer.errors import TrainerError
 
@@ -197,11 +197,38 @@ def check(path: Path, state: dict[str, Any], layout: Layout) -> None:
     """
     problem = _misfit(state, layout)
     if problem:
+        other = _other_device(path, state, layout)
+        if other:
+            raise CheckpointError(other)
         raise CheckpointError(
             f"{path} matches its sha256 and this run's hyperparameters but {problem}, so it cannot"
             f" resume this run: move it out of {path.parent} to resume from an older checkpoint, or"
             " start again with --fresh"
         )
+
+
+def _other_device(path: Path, state: dict[str, Any], layout: Layout) -> str | None:
+    """Why a checkpoint of this very run does not fit when it was written on the other kind of
+    device: a GPU keeps float16 weights, a CPU float32 (trainer.precision), and every older
+    checkpoint of the run has the same, so only that kind of device can resume it."""
+    model, template = state.get("model"), layout.template["model"]
+    if not isinstance(model, dict):
+        return None
+    pairs = {
+        (tensor.dtype, template[key].dtype)
+        for key, tensor in model.items()
+        if isinstance(tensor, torch.Tensor) and key in template and tensor.dtype != template[key].dtype
+    }
+    gpu = precision.for_device(torch.device("cuda"), 1).dtype
+    cpu = precision.for_device(torch.device("cpu"), 1).dtype
+    if pairs not in ({(gpu, cpu)}, {(cpu, gpu)}):
+        return None
+    ((found, _),) = pairs
+    written, here = ("a GPU", "a CPU") if found == gpu else ("a CPU", "a GPU")
+    return (
+        f"{path} was written on {written} (its weights are {found}) and this run is on {here}:"
+        f" resume it on {written}, or start this run again here with --fresh"
+    )
 
 
 def _misfit(state: dict[str, Any], layout: Layout) -> str | None:

@@ -92,9 +92,11 @@ class TrainLoader:
         # The plan crosses to the device once an epoch, and this rank's images of every step left
         # are augmented together, so a step only takes a slice: it neither waits on the host nor
         # launches a kernel (a GPU step is bound by launching its kernels).
+        steps = self.steps_per_epoch
+        if start_step >= steps:
+            return  # resumed at its end: no step left (split would make one empty batch)
         plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout, self.translate)
         plan = plan.to(self.device)
-        steps = self.steps_per_epoch
         # Step s takes the global batch order[s * batch : (s + 1) * batch], rank r its r-th share.
         shares = plan.order[: steps * self.batch_size].view(steps, self.shard.world_size, self.local)
         chosen = shares[start_step:, self.shard.rank].flatten()

@@ -52,6 +52,15 @@ class Lookahead:
         self.every, self.decay = every, decay
         self.fast = [t for t in net.state_dict(keep_vars=False).values() if t.is_floating_point()]
         self.slow = [t.detach().clone() for t in self.fast]
+        # CUDA's multi-tensor kernels take lists of one dtype; mixed ones fall back to a kernel per
+        # tensor (ATen ForeachUtils.h, `_check_tensors_share_device_and_dtype`). float16 weights
+        # and float32 BatchNorm state are therefore averaged in a call each.
+        by_type: dict[torch.dtype, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        for fast, slow in zip(self.fast, self.slow, strict=True):
+            fasts, slows = by_type.setdefault(fast.dtype, ([], []))
+            fasts.append(fast)
+            slows.append(slow)
+        self.groups = list(by_type.values())
 
     @torch.no_grad()
     def after_step(self, step: int, total: int) -> None:
@@ -61,8 +70,9 @@ class Lookahead:
             decay = self.decay**self.every * (step / total) ** 3
         else:
             return
-        torch._foreach_lerp_(self.slow, self.fast, 1 - decay)
-        torch._foreach_copy_(self.fast, self.slow)
+        for fast, slow in self.groups:
+            torch._foreach_lerp_(slow, fast, 1 - decay)
+            torch._foreach_copy_(fast, slow)
 
 
 class Numerics:

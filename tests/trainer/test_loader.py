@@ -38,6 +38,7 @@ def test_a_resumed_epoch_continues_with_the_same_batches() -> None:
     assert len(tail) == 2
     for (images, labels), (again, labels_again) in zip(full[1:], tail, strict=True):
         assert torch.equal(images, again) and torch.equal(labels, labels_again)
+    assert list(_loader(1, 2).batches(epoch=2, start_step=3)) == [], "an epoch resumed at its end"
 
 
 def test_epochs_shuffle_and_augment_differently() -> None:

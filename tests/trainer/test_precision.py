@@ -14,12 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer import distributed, precision, run_state, train
+from trainer import checkpoint, distributed, precision, run_state, train
 from trainer.config import resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
 from trainer.loader import Normalise
 from trainer.model import build
+from trainer.numerics import Lookahead
 
 BATCH = 1024  # the recipe's global batch: the mean's gradient is 1/BATCH of the sum's
 
@@ -101,3 +102,62 @@ def test_a_scaled_loss_takes_the_recipes_steps(tmp_path: Path, monkeypatch: pyte
     assert scaled_rates == pytest.approx(plain_rates)
     for before, after in zip(plain, scaled, strict=True):
         torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-5)
+
+
+def test_the_lookahead_averages_each_dtype_in_one_multi_tensor_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA's foreach kernels take one dtype a call and fall back to a kernel per tensor on mixed
+    lists (ATen ForeachUtils.h): float16 weights and float32 BatchNorm state go in a call each."""
+    images = torch.from_numpy(_split(64, 0).images)
+    net = precision.for_device(torch.device("cuda"), BATCH).apply(
+        build("airbench", 8, Normalise(torch.device("cpu"))(images))
+    )
+    lookahead = Lookahead(net, every=5, decay=0.95)
+    for tensor in lookahead.fast:
+        tensor.add_(1)
+    weight = 1 - 0.95**5 * (5 / 10) ** 3  # after_step's at step 5 of 10
+    expected = [slow.lerp(fast, weight) for slow, fast in zip(lookahead.slow, lookahead.fast, strict=True)]
+    calls: list[set[torch.dtype]] = []
+    lerp = torch._foreach_lerp_
+
+    def recorded(slow: list[torch.Tensor], fast: list[torch.Tensor], weight: float) -> None:
+        calls.append({t.dtype for t in (*slow, *fast)})
+        lerp(slow, fast, weight)
+
+    monkeypatch.setattr(torch, "_foreach_lerp_", recorded)
+    lookahead.after_step(step=5, total=10)
+    assert sorted(calls, key=str) == [{torch.float16}, {torch.float32}]
+    for slow, fast, want in zip(lookahead.slow, lookahead.fast, expected, strict=True):
+        torch.testing.assert_close(slow, want)
+        assert torch.equal(fast, slow)
+
+
+def _layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chosen: precision.Precision) -> tuple:
+    monkeypatch.setattr(precision, "for_device", lambda device, batch: chosen)
+    flags = {
+        "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
+        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": False,
+    }  # fmt: skip
+    where = run_state.RunOptions(tmp_path / str(chosen.dtype), "gloo", 60, 1, 0.94, "exit")
+    place = distributed.Topology(0, 1, 0, "127.0.0.1", 0)
+    run = train.Run(resolve(flags, 64, 64, GENERATED), where, place, (_split(64, 0), _split(64, 1)))
+    return run.state(emergency=False), run.layout()
+
+
+def test_a_checkpoint_from_the_other_kind_of_device_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its weights are float16 (a GPU's) or float32 (a CPU's), and so are all its run's others."""
+    real = precision.for_device
+    on_gpu, gpu_layout = _layout(tmp_path, monkeypatch, real(torch.device("cuda"), 16))
+    on_cpu, cpu_layout = _layout(tmp_path, monkeypatch, real(torch.device("cpu"), 16))
+    monkeypatch.setattr(precision, "for_device", real)
+    path = tmp_path / "ckpt-000000004.pt"
+    refusal = (
+        r"written on a GPU \(its weights are torch.float16\) and this run is on a CPU: resume it on a GPU,"
+        r" or start this run again here with --fresh"
+    )
+    with pytest.raises(checkpoint.CheckpointError, match=refusal):
+        checkpoint.check(path, on_gpu, cpu_layout)
+    with pytest.raises(checkpoint.CheckpointError, match=r"written on a CPU .* resume it on a CPU"):
+        checkpoint.check(path, on_cpu, gpu_layout)
+    checkpoint.check(path, on_gpu, gpu_layout)
