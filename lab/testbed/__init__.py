@@ -146,8 +146,9 @@ def down(layout: Layout, purge_cache: bool = False) -> None:
     """Stop every process, then remove namespaces, links, mounts and files of testbed `layout.name`."""
     record = layout.state / "testbed.json"
     pids = json.loads(record.read_text())["pids"] if record.exists() else {}
-    for process, pid in pids.items():
-        _stop_session(pid, "apt-cacher-ng" if process == "apt-cacher-ng" else "systemd-nspawn")
+    _stop_sessions(
+        {pid: "apt-cacher-ng" if name == "apt-cacher-ng" else "systemd-nspawn" for name, pid in pids.items()}
+    )
     for netns in network.own_namespaces(layout):
         for pid in network.namespace_pids(netns):
             _kill(pid, signal.SIGKILL)
@@ -177,20 +178,28 @@ def leftovers(layout: Layout) -> list[str]:
     return found
 
 
-def _stop_session(pid: int, program: str) -> None:
-    """Ask a process started by `up` to stop (nspawn shuts its machine down), then kill its session."""
-    try:
-        if program.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return  # gone, and the id now belongs to someone else
-    except FileNotFoundError:
-        return
-    _kill(pid, signal.SIGTERM)
+def _stop_sessions(programs: dict[int, str]) -> None:
+    """Ask the processes `up` started (pid -> program) to stop, nspawn shutting its machine down,
+    then kill their sessions. All are asked at once and share one grace period: a machine that
+    does not shut down in time costs that period once, not once per machine."""
+    ours = [pid for pid, program in programs.items() if _runs(pid, program)]
+    for pid in ours:
+        _kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in ours):
         time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)  # started with its own session: group id == pid
-    _reap(pid)
+    for pid in ours:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)  # started with its own session: group id == pid
+        _reap(pid)
+
+
+def _runs(pid: int, program: str) -> bool:
+    """Whether `pid` still runs `program` (once gone, its id may belong to someone else)."""
+    try:
+        return program.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
 
 
 def _kill(pid: int, sig: signal.Signals) -> None:

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from lab.bootstrap.inventory import build_inventory
 from lab.bootstrap.tokens import new_tokens, playbook_secrets
 from lab.config import LabConfig, load_stack
 from lab.paths import ANSIBLE_DIR
 from tests.hosts.local_play import LOCAL, run_play
+from tests.shipped import shipped_stacks
 
 ROLES = ANSIBLE_DIR / "roles"
 # The kubeadm CA hash stands in for the openssl pipeline's result (that needs the cluster's CA).
@@ -134,3 +138,13 @@ def render(stack: str, work: Path) -> Rendered:
     if done.returncode != 0:
         raise RuntimeError(f"rendering {stack} failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}")
     return Rendered(stack, lab, tokens, ca.read_bytes(), work / "out")
+
+
+@pytest.fixture(scope="session")
+def daemon_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
+    """Every shipped stack's daemon files, rendered once for the session: the daemon files', the
+    hardening and the k3s seam tests read the same files, and a play per stack costs seconds."""
+    stacks = shipped_stacks()
+    base = tmp_path_factory.mktemp("render")
+    with ThreadPoolExecutor(max_workers=len(stacks)) as pool:
+        return dict(zip(stacks, pool.map(lambda s: render(s, base / s), stacks), strict=True))

@@ -75,6 +75,8 @@ GUIDES = {
     NVIDIA: ("sources.list.d/nvidia-container-toolkit.list", NVIDIA_GUIDE_LIST),
 }
 STACK_OF = {KUBEADM: KUBEADM_STACK, NVIDIA: GPU_STACK}
+# Per repository, the lab's source file of a first run: its name and text.
+LabSources = dict[tuple[str, ...], tuple[str, str]]
 
 
 def _why_not() -> str:
@@ -191,6 +193,18 @@ def _labs(etc_apt: Path) -> list[str]:
     return sorted(p.name for p in (etc_apt / "sources.list.d").glob("k8scifar-*"))
 
 
+@pytest.fixture(scope="module")
+def lab_sources(key: Published, tmp_path_factory: pytest.TempPathFactory) -> LabSources:
+    """Per repository, the lab's source file (name, text) as the role's first run on a machine
+    without one writes it: the tests that start from an earlier run's source read this one run's."""
+    found = {}
+    for repository in (KUBEADM, NVIDIA):
+        first = _add_repository(tmp_path_factory.mktemp("first"), STACK_OF[repository], *repository, key)
+        (lab,) = _labs(first)
+        found[repository] = (lab, (first / "sources.list.d" / lab).read_text())
+    return found
+
+
 @pytest.mark.parametrize(
     ("stack", "role", "tasks", "key_variable", "fingerprint_variable"),
     REPOSITORIES,
@@ -281,14 +295,13 @@ def test_a_source_the_machine_has_is_used_as_it_is(key: Published, tmp_path: Pat
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
 @pytest.mark.slow
 def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
-    repository: tuple[str, ...], key: Published, tmp_path: Path
+    repository: tuple[str, ...], key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:
     """A lab source from an earlier run, then the install guide followed by hand: the next run
     leaves the machine's source alone and removes the lab's, so apt works again."""
-    first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
-    (lab,) = _labs(first)
+    lab, source = lab_sources[repository]
     name, text = GUIDES[repository]
-    machine = {f"sources.list.d/{lab}": (first / "sources.list.d" / lab).read_text(), name: text}
+    machine = {f"sources.list.d/{lab}": source, name: text}
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], *repository, key, machine)
     assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text
     _apt_reads_them_all(etc_apt, tmp_path)
@@ -395,13 +408,12 @@ def test_the_reader_leaves_out_the_lab_s_files_and_sees_source_packages(
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
 @pytest.mark.slow
 def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
-    repository: tuple[str, ...], key: Published, tmp_path: Path
+    repository: tuple[str, ...], key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:
     role, _, *variables = repository
-    first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
-    (lab,) = _labs(first)
+    lab, source = lab_sources[repository]
     name, text = GUIDES[repository]
-    machine = {f"sources.list.d/{lab}": (first / "sources.list.d" / lab).read_text(), name: text}
+    machine = {f"sources.list.d/{lab}": source, name: text}
     etc_apt = _add_repository(tmp_path, STACK_OF[repository], role, "reset.yml", *variables, key, machine)
     assert _labs(etc_apt) == [] and (etc_apt / name).read_text() == text
 
@@ -409,12 +421,10 @@ def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
 @pytest.mark.slow
 def test_a_second_run_keeps_the_lab_s_own_source(
-    repository: tuple[str, ...], key: Published, tmp_path: Path
+    repository: tuple[str, ...], key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:
     """The lab's file is never taken for the machine's (which would drop it every other run)."""
-    first = _add_repository(tmp_path / "first", STACK_OF[repository], *repository, key)
-    (lab,) = _labs(first)
-    text = (first / "sources.list.d" / lab).read_text()
+    lab, text = lab_sources[repository]
     etc_apt = _add_repository(
         tmp_path, STACK_OF[repository], *repository, key, {f"sources.list.d/{lab}": text}
     )
@@ -423,12 +433,13 @@ def test_a_second_run_keeps_the_lab_s_own_source(
 
 @pytest.mark.parametrize("tasks", ["packages.yml", "reset.yml"])
 @pytest.mark.slow
-def test_the_source_an_earlier_release_wrote_is_the_lab_s(tasks: str, key: Published, tmp_path: Path) -> None:
+def test_the_source_an_earlier_release_wrote_is_the_lab_s(
+    tasks: str, key: Published, lab_sources: LabSources, tmp_path: Path
+) -> None:
     """Earlier releases named the lab's file after the repository alone (kubernetes.sources), with
     the key inline: install replaces it with the lab's file of today, and reset removes it."""
-    first = _add_repository(tmp_path / "first", KUBEADM_STACK, *KUBEADM, key)
-    (lab,) = _labs(first)
-    earlier = {"sources.list.d/kubernetes.sources": (first / "sources.list.d" / lab).read_text()}
+    lab, source = lab_sources[KUBEADM]
+    earlier = {"sources.list.d/kubernetes.sources": source}
     etc_apt = _add_repository(tmp_path, KUBEADM_STACK, "kubeadm", tasks, *KUBEADM[2:], key, earlier)
     assert sorted(p.name for p in (etc_apt / "sources.list.d").iterdir()) == (
         [lab] if tasks == "packages.yml" else []

@@ -249,7 +249,7 @@ exit $rc
 """
 
 
-def _in_namespaces(tmp_path: Path, cni0_address: str = "10.42.0.1/24") -> None:
+def _in_namespaces(tmp_path: Path, cni0_address: str) -> None:
     """The role, run after PLANT in private namespaces; AFTER leaves what is left in tmp_path."""
     script = f'{PLANT}\n"$@"\n{AFTER}'
     prefix = ["unshare", "--mount", "--net", "--propagation", "private", "--", "sh", "-c", script, "sh"]
@@ -287,31 +287,37 @@ def _links(tmp_path: Path) -> list[str]:
     ]
 
 
+@pytest.fixture(scope="module")
+def reset_node(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One reset of a node whose cni0 is flannel's: mounts, namespaces and links are left by the
+    same run, so the tests of each read its results instead of running the role again."""
+    folder = tmp_path_factory.mktemp("reset-node")
+    _in_namespaces(folder, cni0_address="10.42.0.1/24")
+    return folder
+
+
 @needs_root
 @pytest.mark.slow
-def test_reset_unmounts_what_pods_mounted_and_leaves_the_owners(tmp_path: Path) -> None:
+def test_reset_unmounts_what_pods_mounted_and_leaves_the_owners(reset_node: Path) -> None:
     """Every mount below the cluster's directories goes, tmpfs, overlay, NFS, stacked and busy ones
     and one with a space in its path included; a sibling directory's and the owner's stay."""
-    _in_namespaces(tmp_path)
-    points = _mount_points(tmp_path)
-    cluster = [p for p in points if p.startswith((f"{tmp_path}/kubelet/", f"{tmp_path}/k3s/"))]
+    points = _mount_points(reset_node)
+    cluster = [p for p in points if p.startswith((f"{reset_node}/kubelet/", f"{reset_node}/k3s/"))]
     assert cluster == [], f"still mounted: {cluster}"
-    assert f"{tmp_path}/kubelet-old/pods" in points and f"{tmp_path}/owner/kubelet-keep" in points
+    assert f"{reset_node}/kubelet-old/pods" in points and f"{reset_node}/owner/kubelet-keep" in points
 
 
 @needs_root
 @pytest.mark.slow
-def test_reset_removes_dead_pod_namespaces_and_leaves_live_ones(tmp_path: Path) -> None:
-    _in_namespaces(tmp_path)
-    assert (tmp_path / "netns-after").read_text().split() == ["cni-alive"]
-    assert f"{tmp_path}/netns/cni-alive" in _mount_points(tmp_path)
+def test_reset_removes_dead_pod_namespaces_and_leaves_live_ones(reset_node: Path) -> None:
+    assert (reset_node / "netns-after").read_text().split() == ["cni-alive"]
+    assert f"{reset_node}/netns/cni-alive" in _mount_points(reset_node)
 
 
 @needs_root
 @pytest.mark.slow
-def test_reset_deletes_the_cluster_network_links(tmp_path: Path) -> None:
-    _in_namespaces(tmp_path, cni0_address="10.42.0.1/24")
-    links = _links(tmp_path)
+def test_reset_deletes_the_cluster_network_links(reset_node: Path) -> None:
+    links = _links(reset_node)
     assert "cni0" not in links and "flannel.1" not in links
     assert "br-owner" in links, "a link of another name was deleted for its address"
 

@@ -13,7 +13,6 @@ import hashlib
 import re
 import shlex
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -26,21 +25,12 @@ from tests.hosts.exports_rules import can_run, run_exportfs
 from tests.hosts.k3s_rules import k3s_config_problems, registries_problems
 from tests.hosts.kubeadm_rules import kubeadm_config_problems
 from tests.hosts.local_play import render_template
-from tests.hosts.render import KUBEADM_CA_HASH, ROLES, Rendered, render
-from tests.shipped import shipped_stacks
+from tests.hosts.render import KUBEADM_CA_HASH, ROLES, Rendered
 
 sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "kubeadm" / "filter_plugins"))
 from containerd_config import CNI_BIN_DIR, kubeadm_containerd_edit
 
 DATA = Path(__file__).parent / "data"
-STACKS = shipped_stacks()
-
-
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
-    base = tmp_path_factory.mktemp("render")
-    with ThreadPoolExecutor(max_workers=len(STACKS)) as pool:
-        return dict(zip(STACKS, pool.map(lambda s: render(s, base / s), STACKS), strict=True))
 
 
 def _of(rendered: dict[str, Rendered], distribution: str) -> list[Rendered]:
@@ -58,10 +48,10 @@ def _k3s_secrets(r: Rendered) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_k3s_config_files_hold_only_flags_k3s_takes(rendered: dict[str, Rendered]) -> None:
+def test_k3s_config_files_hold_only_flags_k3s_takes(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
-        for r in _of(rendered, "k3s")
+        for r in _of(daemon_files, "k3s")
         for node in r.lab.nodes
         if (p := k3s_config_problems(r.file(node.name, "config.yaml"), node.role.value, _k3s_secrets(r)))
     }
@@ -69,8 +59,8 @@ def test_k3s_config_files_hold_only_flags_k3s_takes(rendered: dict[str, Rendered
 
 
 @pytest.mark.slow
-def test_k3s_agents_get_the_agent_secret_only(rendered: dict[str, Rendered]) -> None:
-    for r in _of(rendered, "k3s"):
+def test_k3s_agents_get_the_agent_secret_only(daemon_files: dict[str, Rendered]) -> None:
+    for r in _of(daemon_files, "k3s"):
         for agent in r.lab.agents:
             assert r.tokens["k3s_token"] not in r.file(agent.name, "config.yaml"), (
                 f"{r.stack}: server token on an agent"
@@ -78,9 +68,9 @@ def test_k3s_agents_get_the_agent_secret_only(rendered: dict[str, Rendered]) -> 
 
 
 @pytest.mark.slow
-def test_k3s_nodes_are_not_labelled_at_registration(rendered: dict[str, Rendered]) -> None:
+def test_k3s_nodes_are_not_labelled_at_registration(daemon_files: dict[str, Rendered]) -> None:
     """k3s applies node-label only when a node registers (docs/cli/agent.md): the program labels GPU nodes."""
-    for r in _of(rendered, "k3s"):
+    for r in _of(daemon_files, "k3s"):
         for node in r.lab.nodes:
             assert "node-label" not in yaml.safe_load(r.file(node.name, "config.yaml")), (
                 f"{r.stack}/{node.name}"
@@ -112,10 +102,10 @@ def test_the_k3s_config_check_finds_what_k3s_would_not_take() -> None:
 
 
 @pytest.mark.slow
-def test_k3s_units_read_the_operator_s_environment_files(rendered: dict[str, Rendered]) -> None:
+def test_k3s_units_read_the_operator_s_environment_files(daemon_files: dict[str, Rendered]) -> None:
     """Proxy settings reach k3s through EnvironmentFile=; the leading '-' lets a missing file pass
     (systemd.exec(5), EnvironmentFile=)."""
-    for r in _of(rendered, "k3s"):
+    for r in _of(daemon_files, "k3s"):
         for node in r.lab.nodes:
             unit = configparser.ConfigParser(strict=False, interpolation=None)
             unit.optionxform = str  # type: ignore[assignment,method-assign]
@@ -132,10 +122,10 @@ def test_k3s_units_read_the_operator_s_environment_files(rendered: dict[str, Ren
 
 
 @pytest.mark.slow
-def test_k3s_registry_mirrors_match_k3s_s_schema(rendered: dict[str, Rendered]) -> None:
+def test_k3s_registry_mirrors_match_k3s_s_schema(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
-        for r in _of(rendered, "k3s")
+        for r in _of(daemon_files, "k3s")
         for node in r.lab.nodes
         if (p := registries_problems(r.file(node.name, "registries.yaml"), {r.lab.registry_endpoint}))
     }
@@ -160,10 +150,10 @@ def test_the_registries_check_finds_what_k3s_would_not_read() -> None:
 
 
 @pytest.mark.slow
-def test_kubeadm_configurations_are_what_the_pinned_kubeadm_reads(rendered: dict[str, Rendered]) -> None:
+def test_kubeadm_configurations_are_what_the_pinned_kubeadm_reads(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
-        for r in _of(rendered, "kubeadm")
+        for r in _of(daemon_files, "kubeadm")
         for node in r.lab.nodes
         if (p := kubeadm_config_problems(r.file(node.name, "kubeadm.yaml"), r.lab.kubernetes_version))
     }
@@ -171,8 +161,8 @@ def test_kubeadm_configurations_are_what_the_pinned_kubeadm_reads(rendered: dict
 
 
 @pytest.mark.slow
-def test_kubeadm_configurations_carry_the_lab_s_token_and_ca_hash(rendered: dict[str, Rendered]) -> None:
-    for r in _of(rendered, "kubeadm"):
+def test_kubeadm_configurations_carry_the_lab_s_token_and_ca_hash(daemon_files: dict[str, Rendered]) -> None:
+    for r in _of(daemon_files, "kubeadm"):
         init = next(
             d
             for d in yaml.safe_load_all(r.file(r.lab.server.name, "kubeadm.yaml"))
@@ -212,10 +202,10 @@ def test_the_kubeadm_check_finds_what_kubeadm_would_not_read() -> None:
 
 
 @pytest.mark.slow
-def test_containerd_hosts_files_hold_only_what_containerd_reads(rendered: dict[str, Rendered]) -> None:
+def test_containerd_hosts_files_hold_only_what_containerd_reads(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
-        for r in _of(rendered, "kubeadm")
+        for r in _of(daemon_files, "kubeadm")
         for node in r.lab.nodes
         if (p := hosts_toml_problems(r.file(node.name, "hosts.toml")))
     }
@@ -295,10 +285,10 @@ def exportfs() -> None:
 
 @pytest.mark.usefixtures("exportfs")
 @pytest.mark.slow
-def test_exports_lines_are_what_exportfs_reads(rendered: dict[str, Rendered]) -> None:
+def test_exports_lines_are_what_exportfs_reads(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         r.stack: p
-        for r in rendered.values()
+        for r in daemon_files.values()
         if (
             p := exports_problems(
                 r.file(r.lab.nfs_server.name, "k8scifar.exports"),
@@ -333,18 +323,18 @@ def test_the_exports_check_finds_what_exportfs_would_not_take(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_kubeadm_token_list_reaches_kubeadm_with_its_quotes(rendered: dict[str, Rendered]) -> None:
+def test_kubeadm_token_list_reaches_kubeadm_with_its_quotes(daemon_files: dict[str, Rendered]) -> None:
     """client-go util/jsonpath parser.go: inside {...} a bare backslash is "unrecognized character
     in action"; {"\\n"} must arrive with its quotes, which shlex splitting of a command line strips."""
-    for r in _of(rendered, "kubeadm"):
+    for r in _of(daemon_files, "kubeadm"):
         argv = r.commands(r.lab.server.name)["kubeadm_token_list_argv"]
         assert argv[-2:] == ["-o", 'jsonpath={.token}{"\\n"}']
     assert shlex.split('kubeadm token list -o jsonpath={.token}{"\\n"}')[-1] == "jsonpath={.token}{\\n}"
 
 
 @pytest.mark.slow
-def test_flannel_is_pointed_at_each_node_s_interface(rendered: dict[str, Rendered]) -> None:
-    for r in _of(rendered, "kubeadm"):
+def test_flannel_is_pointed_at_each_node_s_interface(daemon_files: dict[str, Rendered]) -> None:
+    for r in _of(daemon_files, "kubeadm"):
         argv = r.commands(r.lab.server.name)["kubeadm_flannel_iface_argv"]
         interfaces = {n.interface for n in r.lab.nodes if n.interface}
         if not interfaces:

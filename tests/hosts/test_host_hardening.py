@@ -11,162 +11,16 @@ and the nvidia role's toolkit settings are applied to a config.toml shaped like 
 from __future__ import annotations
 
 import ipaddress
-import json
 import shlex
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from lab.bootstrap.inventory import build_inventory
 from lab.config import LabConfig, load_stack
-from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import LOCAL, run_play
-from tests.hosts.render import render
-from tests.shipped import shipped_stacks
-
-STACKS = shipped_stacks()
-ROLES = ANSIBLE_DIR / "roles"
-# ufw as the role sees it: active, a version that takes comments; every other call is recorded.
-# It logs each rule command and keeps the rules, so that `status` changes as ufw's does and the
-# module reports a change (which the role records, and reset reads back).
-FAKE_UFW = """\
-rules="$FAKE_LOG.rules"
-touch "$rules"
-rule=$(echo "$*" | sed -e 's/^delete //' -e "s/ comment .*//")
-case "$1" in
-  --version) echo "ufw 0.36.2" ;;
-  status) echo "Status: active"; cat "$rules" ;;
-  delete) echo "$*" >> "$FAKE_LOG"; grep -vxF -- "$rule" "$rules" > "$rules.new" || true
-    mv "$rules.new" "$rules" ;;
-  *) echo "$*" >> "$FAKE_LOG"; grep -qxF -- "$rule" "$rules" || echo "$rule" >> "$rules" ;;
-esac
-"""
-# The shape of the toolkit package's config.toml: commented defaults at the top, then tables.
-TOOLKIT_CONFIG = """\
-#accept-nvidia-visible-devices-as-volume-mounts = false
-#accept-nvidia-visible-devices-envvar-when-unprivileged = true
-disable-require = false
-
-[nvidia-container-cli]
-ldconfig = "@/sbin/ldconfig.real"
-
-[nvidia-container-runtime]
-log-level = "info"
-"""
-
-PLAY = """\
-- name: Render what the roles open and write on each node
-  hosts: all
-  gather_facts: false
-  vars_files: {defaults}
-  environment:
-    FAKE_LOG: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/ufw"
-  tasks:
-    - name: Make each node's output directory
-      ansible.builtin.file:
-        path: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}"
-        state: directory
-        mode: "0700"
-
-    - name: Open the firewall the way the prereq role does
-      ansible.builtin.include_role:
-        name: prereq
-        tasks_from: firewall.yml
-      vars:
-        prereq_firewall_state: "{state}"
-
-    - name: Render the kernel settings
-      ansible.builtin.template:
-        src: {roles}/prereq/templates/sysctl.conf.j2
-        dest: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/sysctl.conf"
-        mode: "0600"
-
-    - name: Render the API server's Pod Security configuration
-      ansible.builtin.template:
-        src: {roles}/k3s/templates/pod-security.yaml.j2
-        dest: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/pod-security.yaml"
-        mode: "0600"
-      when: node_role == 'server' and lab_distribution == 'k3s'
-
-    - name: Render the exports file
-      ansible.builtin.include_role:
-        name: nfs_server
-        tasks_from: render_exports.yml
-      vars:
-        nfs_server_exports_file: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/exports"
-      when: inventory_hostname in groups['nfs_server']
-
-    - name: Apply the toolkit settings to a copy of the package's configuration
-      when: inventory_hostname in groups['gpu']
-      block:
-        - name: Copy the package's configuration
-          ansible.builtin.copy:
-            content: {toolkit}
-            dest: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/config.toml"
-            mode: "0644"
-        - name: Apply the nvidia role's settings
-          ansible.builtin.include_role:
-            name: nvidia
-            tasks_from: toolkit_config.yml
-          vars:
-            nvidia_toolkit_config: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}/config.toml"
-"""
-
-
-@dataclass
-class HostFiles:
-    lab: LabConfig
-    out: Path
-
-    def ufw(self, node: str) -> list[str]:
-        log = self.out / node / "ufw"
-        return log.read_text().splitlines() if log.exists() else []
-
-    def file(self, node: str, name: str) -> str:
-        return (self.out / node / name).read_text()
-
-
-def render_host_files(
-    stack: str, work: Path, state: str = "present", record: Path | None = None
-) -> HostFiles:
-    """The roles' host files for `stack`; `record`: the lab's record of an earlier run on the same
-    nodes (reset closes only the rules that record names), else a new one in `work`."""
-    lab = load_stack(stack)
-    work.mkdir(parents=True)
-    inventory = build_inventory(lab, work / "known_hosts")
-    inventory["all"]["vars"].update(LOCAL)
-    defaults = [str(ROLES / role / "defaults" / "main.yml") for role in ("prereq", "k3s")]
-    play = PLAY.format(
-        state=state, toolkit=json.dumps(TOOLKIT_CONFIG), defaults=json.dumps(defaults), roles=ROLES
-    )
-    # The lab's record of what it added lives under lab_state_dir, root's /var/lib/k8scifar on a node.
-    if record is None:
-        record = work / "state"
-        for node in lab.nodes:  # one record per node, as each node keeps its own
-            (record / node.name).mkdir(parents=True)
-    variables = {
-        "lab_stack": stack,
-        "lab_test_out": str(work / "out"),
-        "lab_state_dir": f"{record}/{{{{ inventory_hostname }}}}",
-        "ansible_become": False,
-    }
-    # exportfs: the handler that re-exports after the exports file changes.
-    done = run_play(work, play, inventory, variables, fakes={"ufw": FAKE_UFW, "exportfs": "exit 0"})
-    if done.returncode != 0:
-        raise RuntimeError(f"rendering {stack} failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}")
-    return HostFiles(lab, work / "out")
-
-
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostFiles]:
-    base = tmp_path_factory.mktemp("host-files")
-    with ThreadPoolExecutor(max_workers=len(STACKS)) as pool:
-        return dict(zip(STACKS, pool.map(lambda s: render_host_files(s, base / s), STACKS), strict=True))
-
+from tests.hosts.host_files import TOOLKIT_CONFIG, HostFiles, render_host_files
+from tests.hosts.render import Rendered
 
 # Firewall.
 
@@ -202,18 +56,18 @@ def firewall_problems(lab: LabConfig, node: str, calls: list[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_each_opening_admits_only_the_other_nodes_and_only_what_the_lab_uses(
-    rendered: dict[str, HostFiles],
+    host_files: dict[str, HostFiles],
 ) -> None:
     problems = [
         problem
-        for files in rendered.values()
+        for files in host_files.values()
         for node in files.lab.nodes
         for problem in firewall_problems(files.lab, node.name, files.ufw(node.name))
     ]
     assert problems == []
-    kubeadm = rendered["example-kubeadm"]  # the stack with ranks on the host network
+    kubeadm = host_files["example-kubeadm"]  # the stack with ranks on the host network
     assert any("port 32768:60999" in call for call in kubeadm.ufw("box-a"))
-    assert not any("32768" in call for call in rendered["example-cpu"].ufw("cpu-a"))
+    assert not any("32768" in call for call in host_files["example-cpu"].ufw("cpu-a"))
 
 
 def test_the_firewall_check_catches_openings_to_anyone_and_unused_ports() -> None:
@@ -230,8 +84,8 @@ def test_the_firewall_check_catches_openings_to_anyone_and_unused_ports() -> Non
 
 
 @pytest.mark.slow
-def test_reset_deletes_exactly_the_rules_it_made(rendered: dict[str, HostFiles], tmp_path: Path) -> None:
-    opened = rendered["example-kubeadm"]
+def test_reset_deletes_exactly_the_rules_it_made(host_files: dict[str, HostFiles], tmp_path: Path) -> None:
+    opened = host_files["example-kubeadm"]
     closed = render_host_files("example-kubeadm", tmp_path / "close", "absent", opened.out.parent / "state")
     for node in opened.lab.nodes:
         assert [f"delete {call}" for call in opened.ufw(node.name)] == closed.ufw(node.name)
@@ -257,10 +111,10 @@ def export_problems(lab: LabConfig, exports: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_shipped_stacks_export_to_the_node_addresses_only(rendered: dict[str, HostFiles]) -> None:
+def test_shipped_stacks_export_to_the_node_addresses_only(host_files: dict[str, HostFiles]) -> None:
     problems = [
         p
-        for files in rendered.values()
+        for files in host_files.values()
         for p in export_problems(files.lab, files.file(files.lab.nfs_server.name, "exports"))
     ]
     assert problems == []
@@ -291,8 +145,8 @@ def toolkit_problems(config: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_gpu_nodes_ignore_visible_devices_set_by_unprivileged_pods(rendered: dict[str, HostFiles]) -> None:
-    gpu_nodes = [(files, n.name) for files in rendered.values() for n in files.lab.gpu_nodes]
+def test_gpu_nodes_ignore_visible_devices_set_by_unprivileged_pods(host_files: dict[str, HostFiles]) -> None:
+    gpu_nodes = [(files, n.name) for files in host_files.values() for n in files.lab.gpu_nodes]
     assert gpu_nodes, "no shipped stack has GPU nodes: the toolkit settings would go unchecked"
     for files, node in gpu_nodes:
         config = files.file(node, "config.toml")
@@ -356,9 +210,9 @@ def pod_security_problems(text: str) -> list[str]:
 
 @pytest.mark.slow
 def test_k3s_nodes_get_the_kernel_settings_protect_kernel_defaults_needs(
-    rendered: dict[str, HostFiles],
+    host_files: dict[str, HostFiles],
 ) -> None:
-    for files in rendered.values():
+    for files in host_files.values():
         for node in files.lab.nodes:
             problems = sysctl_problems(files.file(node.name, "sysctl.conf"))
             # kubeadm's kubelet runs without protect-kernel-defaults: the host's values stay.
@@ -369,8 +223,8 @@ def test_k3s_nodes_get_the_kernel_settings_protect_kernel_defaults_needs(
 
 
 @pytest.mark.slow
-def test_the_k3s_server_enforces_pod_security_by_default(rendered: dict[str, HostFiles]) -> None:
-    servers = [files for files in rendered.values() if files.lab.distribution.value == "k3s"]
+def test_the_k3s_server_enforces_pod_security_by_default(host_files: dict[str, HostFiles]) -> None:
+    servers = [files for files in host_files.values() if files.lab.distribution.value == "k3s"]
     for files in servers:
         assert pod_security_problems(files.file(files.lab.server.name, "pod-security.yaml")) == []
     off = "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins: []\n"
@@ -378,8 +232,8 @@ def test_the_k3s_server_enforces_pod_security_by_default(rendered: dict[str, Hos
 
 
 @pytest.mark.slow
-def test_the_k3s_configuration_turns_the_hardening_on(tmp_path: Path) -> None:
-    files = render("example-cpu", tmp_path / "render")
+def test_the_k3s_configuration_turns_the_hardening_on(daemon_files: dict[str, Rendered]) -> None:
+    files = daemon_files["example-cpu"]
     server, agent = (yaml.safe_load(files.file(n.name, "config.yaml")) for n in files.lab.nodes)
     assert server["protect-kernel-defaults"] is True and agent["protect-kernel-defaults"] is True
     assert server["secrets-encryption"] is True

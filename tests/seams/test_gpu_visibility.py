@@ -8,13 +8,12 @@ it sees no GPU, reports none, and every GPU pod stays Pending. tests/seams/nvidi
 restates containerd's capability rule and the toolkit hook's device rule, with their sources.
 
 Both sides as this repository produces them: the node's config.toml after the nvidia role's own
-tasks ran on a copy of the package's file (tests/hosts/test_host_hardening.py), and the
+tasks ran on a copy of the package's file (tests/hosts/host_files.py), and the
 containers the program declares under the engine's mocks.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 from lab.cluster.pods import GPU_RESOURCE
 from lab.cluster.security import PSA_LABEL, RESTRICTED
 from lab.config import load_stack
-from tests.hosts.test_host_hardening import render_host_files
+from tests.hosts.host_files import HostFiles
 from tests.program.harness import ProgramRun, containers, env_of, name_of, recorded
 from tests.seams.nvidia_rules import (
     PLUGIN_IMAGE_ENV,
@@ -42,16 +41,13 @@ RESTRICTED_MOST = {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, bool]]:
+def settings(host_files: dict[str, HostFiles]) -> dict[str, dict[str, bool]]:
     """Per GPU stack, the toolkit settings of its first GPU node as the nvidia role leaves them."""
-    base = tmp_path_factory.mktemp("toolkit")
-
-    def node_settings(stack: str) -> dict[str, bool]:
-        files = render_host_files(stack, base / stack)
-        return toolkit_settings(files.file(files.lab.gpu_nodes[0].name, "config.toml"))
-
-    with ThreadPoolExecutor(max_workers=len(GPU_STACKS)) as pool:
-        return dict(zip(GPU_STACKS, pool.map(node_settings, GPU_STACKS), strict=True))
+    return {
+        stack: toolkit_settings(files.file(files.lab.gpu_nodes[0].name, "config.toml"))
+        for stack, files in host_files.items()
+        if stack in GPU_STACKS
+    }
 
 
 def _plugin(run: ProgramRun) -> dict[str, Any]:

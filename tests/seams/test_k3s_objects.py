@@ -13,14 +13,12 @@ the stack under the engine's mocks.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 import yaml
 
 from lab.config import Distribution, LabConfig, load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.render import render
+from tests.hosts.render import Rendered
 from tests.program.harness import Registered, name_of, recorded
 from tests.seams.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged
 from tests.shipped import shipped_stacks
@@ -52,16 +50,13 @@ def clashes(ours: set[ObjectRef], theirs: dict[ObjectRef, str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def disabled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+def disabled(daemon_files: dict[str, Rendered]) -> dict[str, list[str]]:
     """Each k3s stack's `disable:` list, from the server's config.yaml as the k3s role renders it."""
-    base = tmp_path_factory.mktemp("k3s-render")
-
-    def disable(stack: str) -> list[str]:
-        files = render(stack, base / stack)
-        return yaml.safe_load(files.file(files.lab.server.name, "config.yaml")).get("disable", [])
-
-    with ThreadPoolExecutor(max_workers=len(K3S_STACKS)) as pool:
-        return dict(zip(K3S_STACKS, pool.map(disable, K3S_STACKS), strict=True))
+    return {
+        stack: yaml.safe_load(files.file(files.lab.server.name, "config.yaml")).get("disable", [])
+        for stack, files in daemon_files.items()
+        if stack in K3S_STACKS
+    }
 
 
 def test_every_k3s_stack_pins_a_release_whose_packaged_objects_are_recorded() -> None:
