@@ -28,7 +28,9 @@ from trainer.launch import worker_environment
 
 RDZV_PORT = 29400
 TRAINER_MODULE = "trainer"
-SMALL_BATCH = 256  # small_run's global batch on two ranks
+# small_run's global batch on two ranks: 16 steps an epoch of a try's 2048 generated images, above
+# the trainer's MIN_STEPS_PER_EPOCH (trainer/loader.py), which warns that fewer cannot learn.
+SMALL_BATCH = 128
 # The trainer's progress lines: one after each epoch, one after loading a checkpoint.
 EPOCH_LINE = r"^epoch +\d+/\d+ "
 RESUMED_LINE = r"^resumed from "
