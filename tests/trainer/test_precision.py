@@ -76,21 +76,26 @@ def test_float16_gradients_keep_their_digits_only_with_the_summed_loss() -> None
     assert worst_bias_error(precision.Precision(torch.float16, 1.0)) > 0.5, "the mean underflows"
 
 
-def _trained_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chosen: precision.Precision) -> tuple:
+def _run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chosen: precision.Precision, **options: bool
+) -> train.Run:
+    """A small one-rank run as `Run` builds it, on `chosen` precision, in a folder of its own."""
     monkeypatch.setattr(precision, "for_device", lambda device, batch: chosen)
     flags = {
         "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
         "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": False,
     }  # fmt: skip
-    config = resolve(flags, 64, 64, GENERATED)
-    folder = tmp_path / f"scale-{chosen.loss_scale:g}"
-    where = run_state.RunOptions(folder, "gloo", 60, 1, 0.94, "exit", epoch_eval=False)
-    run = train.Run(
-        config, where, distributed.Topology(0, 1, 0, "127.0.0.1", 0), (_split(64, 0), _split(64, 1))
-    )
+    folder = tmp_path / f"{chosen.dtype}-scale-{chosen.loss_scale:g}"
+    where = run_state.RunOptions(folder, "gloo", 60, 1, 0.94, "exit", **options)
+    place = distributed.Topology(0, 1, 0, "127.0.0.1", 0)
+    return train.Run(resolve(flags, 64, 64, GENERATED), where, place, (_split(64, 0), _split(64, 1)))
+
+
+def _trained_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chosen: precision.Precision) -> tuple:
+    run = _run(tmp_path, monkeypatch, chosen, epoch_eval=False)
     run.folder.prepare(fresh=True)
     run.fit(run_state.StopSignal(), run_state.Start())
-    rates = [json.loads(line)["lr"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    rates = [json.loads(line)["lr"] for line in (run.folder.path / "metrics.jsonl").read_text().splitlines()]
     return [p.detach().clone() for p in run.net.parameters()], rates
 
 
@@ -132,14 +137,7 @@ def test_the_lookahead_averages_each_dtype_in_one_multi_tensor_call(monkeypatch:
 
 
 def _layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chosen: precision.Precision) -> tuple:
-    monkeypatch.setattr(precision, "for_device", lambda device, batch: chosen)
-    flags = {
-        "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
-        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": False,
-    }  # fmt: skip
-    where = run_state.RunOptions(tmp_path / str(chosen.dtype), "gloo", 60, 1, 0.94, "exit")
-    place = distributed.Topology(0, 1, 0, "127.0.0.1", 0)
-    run = train.Run(resolve(flags, 64, 64, GENERATED), where, place, (_split(64, 0), _split(64, 1)))
+    run = _run(tmp_path, monkeypatch, chosen)
     return run.state(emergency=False), run.layout()
 
 
