@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 import signal
 import socket
+import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.network import free_port
 from tests.trainer.conftest import SMALL, read_json, run, start, torchrun, trainer, wait_for
-from trainer.telemetry import SERVED
+from trainer.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
 
 
 def consecutive_free_ports(count: int) -> int:
@@ -104,3 +106,45 @@ def test_a_port_out_of_range_is_refused_before_training(dataset: Path, tmp_path:
     assert result.returncode == 2
     assert "--metrics-port: must be a TCP port from 1 to 65535, got 70000" in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+def _lingering(metrics: RankMetrics, seconds: int) -> threading.Thread:
+    thread = threading.Thread(target=metrics.linger, args=(seconds,), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_finished_rank_serves_until_scraped_twice_more() -> None:
+    """A run may end between two scrapes: the rank stays until its final figures are scraped
+    FINAL_SCRAPES times, however late those scrapes come, and no longer."""
+    metrics = RankMetrics("lingering", "airbench", 0)
+    port = metrics.serve(free_port(), {})
+    assert port is not None and FINAL_SCRAPES == 2
+    metrics.started(36, 3, 0, 36, 3)
+    scrape(port)  # a scrape before the run's end does not count towards the final ones
+    thread = _lingering(metrics, 120)
+    assert value(scrape(port), "trainer_step") == 36
+    thread.join(timeout=1)
+    assert thread.is_alive(), "the rank left after one final scrape: a rate needs two samples"
+    assert value(scrape(port), "trainer_step") == 36
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the rank stayed after its final scrapes"
+
+
+def test_an_unscraped_rank_leaves_after_its_linger_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    metrics = RankMetrics("unwatched", "airbench", 1)
+    port = metrics.serve(free_port(), {})
+    metrics.linger(1)
+    said = capsys.readouterr().out
+    assert f"metrics endpoint on port {port} was not scraped 2 times within 1 s" in said, said
+
+
+def test_without_a_port_or_a_linger_a_rank_leaves_at_once() -> None:
+    unserved = RankMetrics("unserved", "airbench", 0)
+    unserved.serve(None, {})
+    served = RankMetrics("served", "airbench", 0)
+    served.serve(free_port(), {})
+    for metrics, seconds in ((unserved, 60), (served, 0)):
+        thread = _lingering(metrics, seconds)
+        thread.join(timeout=5)
+        assert not thread.is_alive()
