@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.network import free_port
-from tests.trainer.conftest import SMALL, read_json, run, start, torchrun, trainer, wait_for
+from tests.trainer.conftest import ROOT, SMALL, read_json, run, start, torchrun, trainer, wait_for
 from trainer.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
 
 
@@ -50,6 +50,22 @@ def value(samples: dict, name: str) -> float:
     return number
 
 
+# Each rank holds after step HELD_STEP until the test opens the gate: the test reads both
+# endpoints mid-run however fast or slowly this machine trains.
+HELD_STEP = 5
+HOLD = """
+import os, time
+from pathlib import Path
+from trainer import telemetry
+_stepped = telemetry.RankMetrics.stepped
+def stepped(self, step):
+    _stepped(self, step)
+    while step == int(os.environ["HELD_STEP"]) and not Path(os.environ["GATE"]).exists():
+        time.sleep(0.05)
+telemetry.RankMetrics.stepped = stepped
+"""
+
+
 @pytest.mark.slow
 def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Path, processes: list) -> None:
     port = consecutive_free_ports(2)
@@ -57,21 +73,26 @@ def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Pa
         2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "watched", *SMALL,
         "--metrics-port", str(port), "--on-complete", "wait",
     )  # fmt: skip
-    process = start(command, tmp_path / "log")
+    hooks, gate = tmp_path / "hooks", tmp_path / "gate"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(HOLD)
+    variables = {"PYTHONPATH": f"{hooks}:{ROOT}", "HELD_STEP": str(HELD_STEP), "GATE": str(gate)}
+    process = start(command, tmp_path / "log", **variables)
     processes.append(process)
     during: dict[int, dict] = {}
 
-    def both_ranks_mid_run() -> bool:
+    def both_ranks_held() -> bool:
         for rank in (0, 1):
-            if rank not in during:
-                samples = scrape(port + rank)
-                if samples and 0 < value(samples, "trainer_step") < value(samples, "trainer_steps_planned"):
-                    during[rank] = samples
+            samples = scrape(port + rank)
+            if samples and value(samples, "trainer_step") == HELD_STEP:
+                during[rank] = samples
         assert process.poll() is None, (tmp_path / "log").read_text()[-3000:]
         return len(during) == 2
 
-    wait_for(both_ranks_mid_run, "both ranks' endpoints mid-run")
+    wait_for(both_ranks_held, "both ranks' endpoints mid-run")
+    gate.touch()
     for rank, samples in during.items():
+        assert 0 < value(samples, "trainer_step") < value(samples, "trainer_steps_planned")
         for name in SERVED:
             assert name in samples, f"rank {rank} does not serve {name}"
             (labels, _) = samples[name][0]
