@@ -122,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--metrics-port", type=_port, help="serve Prometheus metrics here (plus LOCAL_RANK); off when unset"
     )
+    train.add_argument(
+        "--metrics-linger",
+        type=_positive,
+        metavar="SECONDS",
+        help="after the run, serve the metrics until scraped twice more, at most SECONDS (default: exit)",
+    )
 
     launch = commands.add_parser(
         "launch", help="run `train ...` under torchrun as one node of a multi-pod job (one pod, one node)"
@@ -192,6 +198,7 @@ def _train(args: argparse.Namespace) -> int:
         epoch_eval=args.epoch_eval,
         compile=args.compile,
         metrics_port=args.metrics_port,
+        metrics_linger=args.metrics_linger or 0,
     )
     return lifecycle.main(config, where, place, splits, run_state.StopSignal())
 

@@ -98,9 +98,11 @@ def main(
         distributed.join(place, where.backend, where.timeout)
         best = distributed.share_number(best)
         if best is None:
-            summary = _train(run or Run(config, where, place, splits), stop, start)
+            run = run or Run(config, where, place, splits)
+            summary = _train(run, stop, start)
             if summary is None:
                 return SIGTERM_EXIT
+            run.metrics.linger(where.metrics_linger)
             best = summary["best_test_acc"]
         else:
             distributed.leave(finished=True)

@@ -27,6 +27,7 @@ class RunOptions:
     epoch_eval: bool = True  # evaluate after every epoch (off: only the final evaluation)
     compile: bool = False  # run the net through torch.compile
     metrics_port: int | None = None  # where this rank serves its live figures (trainer.telemetry)
+    metrics_linger: int = 0  # seconds a finished rank may wait for its final scrapes (trainer.telemetry)
 
 
 class Stopped(Exception):

@@ -15,12 +15,20 @@ The server starts only with a port (`train --metrics-port`). Under torchrun each
 node listens on the port plus its `LOCAL_RANK` (torch/distributed/run.py sets it per worker), so
 two ranks on one machine do not collide; a pod runs one worker, so a pod's rank listens on the
 port itself.
+
+A run can end between two scrapes, and a short one may have been scraped once or not at all (a
+busy rank answers a scrape late, and Prometheus drops an answer later than its scrape timeout):
+its last figures are then never stored, and a `rate` needs two samples. So with a linger
+(`train --metrics-linger SECONDS`) a rank that has finished keeps serving until its endpoint has
+been scraped FINAL_SCRAPES more times, or the linger is over. An idle rank answers at once, so
+those scrapes are stored whatever the machine's load was while it trained.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -28,6 +36,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from trainer.errors import TrainerError
 
 LABELS = ("run", "rank", "model")
+# Scrapes of a finished rank's endpoint before it may exit: the two samples of its final figures
+# that a `rate` over them needs.
+FINAL_SCRAPES = 2
 LOCAL_RANK = "LOCAL_RANK"
 
 # name -> (kind, help). Counters get `_total` from prometheus_client in what it serves.
@@ -56,11 +67,34 @@ class MetricsPortError(TrainerError):
     """The metrics port cannot be listened on."""
 
 
+class ScrapeCounter:
+    """Counts the scrapes of a registry: each one collects every collector of it once."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def collect(self) -> Iterable[Any]:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+        return []
+
+    def wait_for(self, more: int, seconds: float) -> bool:
+        """Whether `more` scrapes came within `seconds` from now."""
+        with self.changed:
+            target = self.count + more
+            return self.changed.wait_for(lambda: self.count >= target, timeout=seconds)
+
+
 class RankMetrics:
     """One rank's series, in a registry of its own; `serve` puts them on an HTTP port."""
 
     def __init__(self, run: str, model: str, rank: int) -> None:
         self.registry = CollectorRegistry()
+        self.scrapes = ScrapeCounter()
+        self.registry.register(self.scrapes)
+        self.port: int | None = None
         labels = {"run": run, "rank": str(rank), "model": model}
         self.series: dict[str, Any] = {
             name: kind(name, text, LABELS, registry=self.registry).labels(**labels)
@@ -83,7 +117,18 @@ class RankMetrics:
                 f"cannot serve metrics on port {port} ({err.strerror or err}): choose a free"
                 " --metrics-port (each local rank takes the port plus its LOCAL_RANK)"
             ) from None
+        self.port = port
         return port
+
+    def linger(self, seconds: float) -> None:
+        """Serve the final figures until scraped FINAL_SCRAPES more times, at most `seconds`."""
+        if self.port is None or seconds <= 0 or self.scrapes.wait_for(FINAL_SCRAPES, seconds):
+            return
+        print(
+            f"warning: the metrics endpoint on port {self.port} was not scraped {FINAL_SCRAPES} times"
+            f" within {seconds:g} s of the run's end: its last figures may be missing from Prometheus",
+            flush=True,
+        )
 
     def started(self, step: int, epoch: int, restarts: int, steps: int, epochs: int) -> None:
         """Where the run stands as this process begins to train (a resumed run carries on)."""

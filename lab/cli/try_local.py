@@ -235,11 +235,14 @@ def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
 def _train(
     lay: Layout, data: try_data.Dataset, epochs: int, name: str, runs: Path, metrics_port: int
 ) -> None:
-    args = [*ddp.small_run(data.root, runs, name, epochs, lay.count), "--metrics-port", str(metrics_port)]
+    args = [
+        *ddp.small_run(data.root, runs, name, epochs, lay.count),
+        *("--metrics-port", str(metrics_port), "--metrics-linger", str(try_metrics.LINGER_S)),
+    ]
     job = ddp.DdpJob(lay, args, name, COLLECTIVE_TIMEOUT_S)
     job.start()
     try:
-        codes = _follow(job, timeout=estimate(data.images, epochs, lay.count) * 4)
+        codes = _follow(job, timeout=estimate(data.images, epochs, lay.count) * 4 + try_metrics.LINGER_S)
     finally:
         job.stop()
     if any(codes):
@@ -315,8 +318,8 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
     watched.keep(run_folder)
     console.print(f"  {_summary_line(run_folder)}")
     console.print(
-        "  asked of Prometheus on this machine, which scraped every rank as they trained (figures as"
-        " last scraped: the last steps may come after it):"
+        "  asked of Prometheus on this machine, which scraped every rank as they trained (each rank's"
+        " final figures: a finished rank waits to be scraped before it exits):"
     )
     for line in figures:
         console.print(f"    {line}", soft_wrap=True, markup=False)

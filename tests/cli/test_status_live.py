@@ -146,7 +146,8 @@ def test_status_shows_what_a_real_prometheus_scraped_from_two_ranks(tmp_path: Pa
                 metrics.stepped(step)
                 line = {"epoch": 1, "train_loss": 2.5, "test_acc": 0.3, "images_per_second": 900.0}
                 metrics.epoch_done(line)
-        deadline = time.monotonic() + 30  # Prometheus hands new targets to its scrapers every 5 s
+        # Prometheus hands new targets to its scrapers every 5 s; a busy machine takes longer still.
+        deadline = time.monotonic() + 120
         while len(server.api.query(f'trainer_step{{run="{RUN}"}}')) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         runs = _runs(tmp_path / "runs")

@@ -88,7 +88,7 @@ def test_pods_on_two_machines_turn_ready_together_and_rank_0_hands_the_gpus_back
         wait_for(
             lambda: status.exists() and json.loads(status.read_text())["state"] == "complete", "the run", 180
         )
-        wait_for(lambda: bool(server.requests), "rank 0's scale-down request", 60)
+        wait_for(lambda: bool(server.requests), "rank 0's scale-down request", 180)
         assert [p.poll() for p in pods] == [None, None]  # both wait for SIGTERM, still Ready
         assert all(readiness.check(r) is None for r in ready)
         (request,) = server.requests

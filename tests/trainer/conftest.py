@@ -61,7 +61,8 @@ def start(command: list[str], log: Path, **extra: str) -> subprocess.Popen[bytes
         )
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 120) -> None:
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 300) -> None:
+    """Poll until `predicate` holds; the bound only catches a hang, so it allows for a busy machine."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

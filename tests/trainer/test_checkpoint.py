@@ -61,11 +61,14 @@ import sys, torch
 from pathlib import Path
 from trainer import checkpoint
 folder = Path(sys.argv[1])
-step = 0
+def save(step):
+    checkpoint.save(folder, step, {"config_hash": "abc", "step": step, "w": torch.rand(2_000_000)}, keep=2)
+step = 1
+save(step)  # one checkpoint on disk before any kill, however slowly this machine writes it
 print("ready", flush=True)
 while True:
     step += 1
-    checkpoint.save(folder, step, {"config_hash": "abc", "step": step, "w": torch.rand(2_000_000)}, keep=2)
+    save(step)
 """
 
 

@@ -10,7 +10,13 @@ import pytest
 
 from tests.support.network import free_port
 from tests.trainer.conftest import SMALL, run, trainer
-from trainer.distributed import JobEnvironmentError, apply_socket_interfaces, timeout_seconds, topology
+from trainer.distributed import (
+    DEFAULT_TIMEOUT_SECONDS,
+    JobEnvironmentError,
+    apply_socket_interfaces,
+    timeout_seconds,
+    topology,
+)
 
 
 def test_no_world_size_is_a_single_process() -> None:
@@ -104,9 +110,10 @@ def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp
         LAB_COLLECTIVE_TIMEOUT="3",
     )
     assert result.returncode == 2, result.stderr
-    assert f"could not rendezvous with rank 0 at 127.0.0.1:{port}" in result.stderr
+    assert f"could not rendezvous with rank 0 at 127.0.0.1:{port} (timeout 3 s" in result.stderr
     assert "firewall" in result.stderr and "SOCKET_IFNAME" in result.stderr
-    assert time.monotonic() - began < 60, "the short collective timeout applies to the rendezvous"
+    # The short timeout applied, not the default: the bound holds however slowly torch imports.
+    assert time.monotonic() - began < DEFAULT_TIMEOUT_SECONDS, "the rendezvous waited the default timeout"
 
 
 @pytest.mark.slow

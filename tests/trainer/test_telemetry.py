@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 import signal
 import socket
+import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.trainer.conftest import SMALL, read_json, run, start, torchrun, trainer, wait_for
-from trainer.telemetry import SERVED
+from tests.support.network import free_port
+from tests.trainer.conftest import ROOT, SMALL, read_json, run, start, torchrun, trainer, wait_for
+from trainer.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
 
 
 def consecutive_free_ports(count: int) -> int:
@@ -48,6 +50,22 @@ def value(samples: dict, name: str) -> float:
     return number
 
 
+# Each rank holds after step HELD_STEP until the test opens the gate: the test reads both
+# endpoints mid-run however fast or slowly this machine trains.
+HELD_STEP = 5
+HOLD = """
+import os, time
+from pathlib import Path
+from trainer import telemetry
+_stepped = telemetry.RankMetrics.stepped
+def stepped(self, step):
+    _stepped(self, step)
+    while step == int(os.environ["HELD_STEP"]) and not Path(os.environ["GATE"]).exists():
+        time.sleep(0.05)
+telemetry.RankMetrics.stepped = stepped
+"""
+
+
 @pytest.mark.slow
 def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Path, processes: list) -> None:
     port = consecutive_free_ports(2)
@@ -55,21 +73,26 @@ def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Pa
         2, "train", "--data", dataset, "--runs", tmp_path, "--run-name", "watched", *SMALL,
         "--metrics-port", str(port), "--on-complete", "wait",
     )  # fmt: skip
-    process = start(command, tmp_path / "log")
+    hooks, gate = tmp_path / "hooks", tmp_path / "gate"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(HOLD)
+    variables = {"PYTHONPATH": f"{hooks}:{ROOT}", "HELD_STEP": str(HELD_STEP), "GATE": str(gate)}
+    process = start(command, tmp_path / "log", **variables)
     processes.append(process)
     during: dict[int, dict] = {}
 
-    def both_ranks_mid_run() -> bool:
+    def both_ranks_held() -> bool:
         for rank in (0, 1):
-            if rank not in during:
-                samples = scrape(port + rank)
-                if samples and 0 < value(samples, "trainer_step") < value(samples, "trainer_steps_planned"):
-                    during[rank] = samples
+            samples = scrape(port + rank)
+            if samples and value(samples, "trainer_step") == HELD_STEP:
+                during[rank] = samples
         assert process.poll() is None, (tmp_path / "log").read_text()[-3000:]
         return len(during) == 2
 
-    wait_for(both_ranks_mid_run, "both ranks' endpoints mid-run")
+    wait_for(both_ranks_held, "both ranks' endpoints mid-run")
+    gate.touch()
     for rank, samples in during.items():
+        assert 0 < value(samples, "trainer_step") < value(samples, "trainer_steps_planned")
         for name in SERVED:
             assert name in samples, f"rank {rank} does not serve {name}"
             (labels, _) = samples[name][0]
@@ -104,3 +127,45 @@ def test_a_port_out_of_range_is_refused_before_training(dataset: Path, tmp_path:
     assert result.returncode == 2
     assert "--metrics-port: must be a TCP port from 1 to 65535, got 70000" in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+def _lingering(metrics: RankMetrics, seconds: int) -> threading.Thread:
+    thread = threading.Thread(target=metrics.linger, args=(seconds,), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_finished_rank_serves_until_scraped_twice_more() -> None:
+    """A run may end between two scrapes: the rank stays until its final figures are scraped
+    FINAL_SCRAPES times, however late those scrapes come, and no longer."""
+    metrics = RankMetrics("lingering", "airbench", 0)
+    port = metrics.serve(free_port(), {})
+    assert port is not None and FINAL_SCRAPES == 2
+    metrics.started(36, 3, 0, 36, 3)
+    scrape(port)  # a scrape before the run's end does not count towards the final ones
+    thread = _lingering(metrics, 120)
+    assert value(scrape(port), "trainer_step") == 36
+    thread.join(timeout=1)
+    assert thread.is_alive(), "the rank left after one final scrape: a rate needs two samples"
+    assert value(scrape(port), "trainer_step") == 36
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the rank stayed after its final scrapes"
+
+
+def test_an_unscraped_rank_leaves_after_its_linger_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    metrics = RankMetrics("unwatched", "airbench", 1)
+    port = metrics.serve(free_port(), {})
+    metrics.linger(1)
+    said = capsys.readouterr().out
+    assert f"metrics endpoint on port {port} was not scraped 2 times within 1 s" in said, said
+
+
+def test_without_a_port_or_a_linger_a_rank_leaves_at_once() -> None:
+    unserved = RankMetrics("unserved", "airbench", 0)
+    unserved.serve(None, {})
+    served = RankMetrics("served", "airbench", 0)
+    served.serve(free_port(), {})
+    for metrics, seconds in ((unserved, 60), (served, 0)):
+        thread = _lingering(metrics, seconds)
+        thread.join(timeout=5)
+        assert not thread.is_alive()

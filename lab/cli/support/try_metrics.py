@@ -36,6 +36,9 @@ from lab.config.monitoring import NODES_JOB, RANKS_JOB
 from lab.testbed.layout import Layout
 
 SCRAPE_INTERVAL_S = 1  # a try trains for seconds: the cluster's 15 s would catch a sample or two
+# How long a finished rank serves its final figures, waiting to be scraped twice more (`train
+# --metrics-linger`): two intervals when the machine is idle, with room for one that is not.
+LINGER_S = 30
 CONFIG_FILE = "prometheus.yml"
 DATA_FOLDER = "prometheus"
 
