@@ -13,7 +13,7 @@ import yaml
 from lab.bootstrap.inventory import build_inventory
 from lab.config import SkipStep, load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.shipped import shipped_stacks
+from tests.support.shipped import shipped_stacks
 
 ROLES = sorted(p for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"

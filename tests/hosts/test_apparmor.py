@@ -18,8 +18,8 @@ import pytest
 
 from lab.config.facts import BUILD_PROFILE
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import render_template, run_tasks
-from tests.program.harness import containers, run_program
+from tests.support.local_play import render_template, run_tasks
+from tests.support.program import containers, run_program
 
 TEMPLATE = ANSIBLE_DIR / "roles" / "prereq" / "templates" / "buildkit.apparmor.j2"
 

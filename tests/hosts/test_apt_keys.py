@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import run_tasks
 from tests.support.gpg import Key
+from tests.support.local_play import run_tasks
 from tests.support.network import serving
 
 sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "apt_signed_source" / "filter_plugins"))

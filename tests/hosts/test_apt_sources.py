@@ -26,10 +26,10 @@ import yaml
 
 from lab.config import load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import run_play
-from tests.shipped import shipped_stacks
 from tests.support.gpg import USER_ID, Key, gnupg_home
+from tests.support.local_play import run_play
 from tests.support.network import serving
+from tests.support.shipped import shipped_stacks
 
 sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "apt_signed_source" / "library"))
 from apt_sources_of import sources_of

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.local_play import LOCAL, run_play, run_tasks
+from tests.support.local_play import LOCAL, run_play, run_tasks
 
 # A machine whose owner runs podman with the CNI firewall plugin (CNI-FORWARD, CNI-ADMIN).
 OWNERS = """\

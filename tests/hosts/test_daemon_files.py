@@ -20,12 +20,12 @@ import yaml
 
 from lab.bootstrap.tokens import PLAYBOOK_VARIABLES
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.containerd_rules import cri_settings, hosts_toml_problems
-from tests.hosts.exports_rules import can_run, run_exportfs
-from tests.hosts.k3s_rules import k3s_config_problems, registries_problems
-from tests.hosts.kubeadm_rules import kubeadm_config_problems
-from tests.hosts.local_play import render_template
-from tests.hosts.render import KUBEADM_CA_HASH, ROLES, Rendered
+from tests.support.daemon_files import KUBEADM_CA_HASH, ROLES, Rendered
+from tests.support.local_play import render_template
+from tests.support.rules.containerd_rules import cri_settings, hosts_toml_problems
+from tests.support.rules.exports_rules import can_run, run_exportfs
+from tests.support.rules.k3s_rules import k3s_config_problems, registries_problems
+from tests.support.rules.kubeadm_rules import kubeadm_config_problems
 
 sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "kubeadm" / "filter_plugins"))
 from containerd_config import CNI_BIN_DIR, kubeadm_containerd_edit

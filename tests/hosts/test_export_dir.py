@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.validation.suite.checks import EXPORT_MARK as MARK
-from tests.hosts.local_play import run_tasks
+from tests.support.local_play import run_tasks
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from lab.bootstrap.inventory import cluster_network_vars
 from lab.config import Distribution
-from tests.hosts.local_play import run_tasks
+from tests.support.local_play import run_tasks
 
 # ufw's answers the module reads (`--version`, `status verbose`); a rule is kept as the words of
 # the command that added it, without the comment.

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from lab.config import LabConfig, load_stack
-from tests.hosts.host_files import TOOLKIT_CONFIG, HostFiles, render_host_files
-from tests.hosts.render import Rendered
+from tests.support.daemon_files import Rendered
+from tests.support.host_files import TOOLKIT_CONFIG, HostFiles, render_host_files
 
 # Firewall.
 

@@ -21,7 +21,7 @@ from lab.bootstrap.inventory import (
 )
 from lab.config import ConfigError, HostKeyPolicy, Node, Ssh, load_stack, parse_config
 from lab.remote.ssh import Remote
-from tests.shipped import shipped_stacks
+from tests.support.shipped import shipped_stacks
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
 

@@ -12,7 +12,7 @@ import pytest
 
 from lab.bootstrap.inventory import cluster_network_vars, image_requirement_vars
 from lab.config import Distribution
-from tests.hosts.local_play import run_tasks
+from tests.support.local_play import run_tasks
 
 RECORDING = 'echo "$(basename "$0") $*" >> "$LAB_TEST_CALLS"'
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from lab.bootstrap.tokens import new_kubeadm_token
-from tests.hosts.local_play import run_tasks
+from tests.support.local_play import run_tasks
 
 DATA = Path(__file__).parent / "data"
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from lab.bootstrap.kubeconfig import KubeconfigError, rewrite
-from tests.hosts.conftest import KUBECONFIG
+from tests.support.pretend_bootstrap import KUBECONFIG
 
 KUBEADM = """\
 apiVersion: v1

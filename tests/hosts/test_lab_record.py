@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.local_play import run_tasks
+from tests.support.local_play import run_tasks
 
 PACKAGE_STATE = """\
 if [ "$3" = containerd ] && [ -e "$FAKE_DIR/containerd-installed" ]; then printf 'ii '; else printf 'un '; fi

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.local_play import run_tasks
+from tests.support.local_play import run_tasks
 
 # Records its arguments; lists the node; `drain` fails as kubectl does when the timeout ends an
 # eviction, while $FAKE_DIR/fail exists.

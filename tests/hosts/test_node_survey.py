@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.hosts.local_play import kept_facts, run_tasks
+from tests.support.local_play import kept_facts, run_tasks
 
 
 def _survey(tmp_path: Path, distribution: str) -> dict[str, list]:

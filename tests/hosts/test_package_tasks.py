@@ -18,7 +18,7 @@ import yaml
 from lab.bootstrap.inventory import image_requirement_vars
 from lab.config import facts
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import kept_facts, run_tasks
+from tests.support.local_play import kept_facts, run_tasks
 
 ROLES = ANSIBLE_DIR / "roles"
 PIN = "1.17.8-1"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lab.bootstrap.resource import SECRET_OUTPUTS, cluster_identifier
-from tests.hosts.provider_host import PROVIDER_BEFORE_THE_MOVE
-from tests.program.harness import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN, ProgramRun, run_program
+from tests.support.program import DYNAMIC_RESOURCE, FAKE_KUBECONFIG, FAKE_TOKEN, ProgramRun, run_program
+from tests.support.provider_host import PROVIDER_BEFORE_THE_MOVE
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, content_hash, leaving_nodes
 from lab.config import ConfigError, parse_config
-from tests.hosts.conftest import local_inventory
+from tests.support.pretend_bootstrap import local_inventory
 
 LAB = {
     "nodes": [

@@ -23,8 +23,8 @@ import yaml
 from pulumi.runtime.proto import provider_pb2
 
 from lab.bootstrap.resource import HostBootstrapProvider
-from tests.hosts.conftest import RESET, SITE, local_inventory, make_ansible_dir
-from tests.hosts.provider_host import PROVIDER_BEFORE_THE_MOVE, PROVIDER_KEY, ProviderHost, provider_host
+from tests.support.pretend_bootstrap import RESET, SITE, local_inventory, make_ansible_dir
+from tests.support.provider_host import PROVIDER_BEFORE_THE_MOVE, PROVIDER_KEY, ProviderHost, provider_host
 
 REPO = Path(__file__).resolve().parents[2]
 UPDATES = 12

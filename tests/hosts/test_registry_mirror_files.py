@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.local_play import LOCAL, run_play
+from tests.support.local_play import LOCAL, run_play
 
 ENDPOINT = "10.77.0.11:30500"
 PLAY = """\

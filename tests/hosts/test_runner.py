@@ -22,7 +22,7 @@ from lab.bootstrap.playbook import (
     run_playbook,
 )
 from lab.bootstrap.run_cleanup import control_dir, stop_playbook
-from tests.hosts.conftest import local_inventory, make_ansible_dir
+from tests.support.pretend_bootstrap import local_inventory, make_ansible_dir
 from tests.support.processes import mentioning
 from tests.support.sshd import SERVER, Sshd
 

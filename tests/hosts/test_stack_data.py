@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from lab.bootstrap.inventory import build_inventory
 from lab.config import ConfigError, LabConfig, parse_config
 from lab.config.fields import nested_model
+from tests.support.lookup_marker import marker
 
 ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
 STACK = "fuzz"
@@ -81,10 +82,6 @@ def text_fields(
         elif _admits_text(annotation):
             found.append(((*where, key), "value"))
     return found
-
-
-def marker(folder: Path, name: str) -> str:
-    return f"{{{{ lookup('pipe', 'touch {folder}/{name}') }}}}"
 
 
 def _release_files(folder: Path) -> tuple[Path, Path]:

@@ -11,7 +11,7 @@ import hashlib
 import pytest
 
 from lab.bootstrap.tokens import PLAYBOOK_VARIABLES, kept_tokens, new_tokens, playbook_secrets
-from tests.hosts.token_rules import (
+from tests.support.rules.token_rules import (
     K3sToken,
     k3s_agent_join_problem,
     k3s_agent_token_problem,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lab.bootstrap.inventory import image_requirement_vars
-from tests.hosts.host_files import TOOLKIT_CONFIG
-from tests.hosts.local_play import run_tasks
+from tests.support.host_files import TOOLKIT_CONFIG
+from tests.support.local_play import run_tasks
 
 # An owner who set both keys, in their own spelling, before the lab came.
 OWNERS = TOOLKIT_CONFIG.replace(

@@ -17,7 +17,7 @@ from lab.cluster.program_run import is_secret, unwrap_secrets
 from lab.config import load_stack, read_stack_values, stack_file
 from lab.config.monitoring import GRAFANA_PASSWORD_OUTPUT
 from lab.paths import ROOT
-from tests.program.harness import (
+from tests.support.program import (
     ProgramRun,
     Registered,
     containers,
@@ -25,9 +25,10 @@ from tests.program.harness import (
     fake_digest,
     name_of,
     pod_spec,
+    recorded,
     run_program,
 )
-from tests.program.test_cluster_consistency import objects_named, one, recorded
+from tests.support.rules.cluster_rules import objects_named, one
 from trainer.sweep import sweep_file
 
 # The tests below hold each object to what the trainer and the nodes expect of it.

@@ -15,7 +15,7 @@ import yaml
 
 from lab.cluster.versions import KUEUE_CHART, KUEUE_VERSION
 from lab.config import ConfigError, parse_config, read_stack_values, stack_file
-from tests.program.harness import (
+from tests.support.program import (
     ProgramRun,
     Registered,
     cluster_stacks,
@@ -26,8 +26,8 @@ from tests.program.harness import (
     recorded,
     run_program,
 )
-from tests.program.kueue_rules import check_manager_config, check_object
-from tests.program.test_cluster_consistency import component
+from tests.support.rules.cluster_rules import component
+from tests.support.rules.kueue_rules import check_manager_config, check_object
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 

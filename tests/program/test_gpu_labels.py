@@ -13,7 +13,7 @@ import copy
 
 from lab.cluster.pods import GPU_NODE_LABEL
 from lab.config import read_stack_values, stack_file
-from tests.program.harness import (
+from tests.support.program import (
     ProgramRun,
     kubernetes_object,
     name_of,

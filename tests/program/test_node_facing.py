@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lab.config import load_stack
-from tests.program.harness import (
+from tests.support.program import (
     cluster_stacks,
     containers,
     env_of,

@@ -28,8 +28,8 @@ from lab.cluster.versions import (
 )
 from lab.config import parse_config, read_stack_values, stack_file
 from lab.config.monitoring import GRAFANA_ADMIN_SECRET, GRAFANA_PASSWORD_OUTPUT
-from tests.program.harness import cluster_stacks, labels_of, name_of, recorded, run_program
-from tests.program.test_cluster_consistency import component
+from tests.support.program import cluster_stacks, labels_of, name_of, recorded, run_program
+from tests.support.rules.cluster_rules import component
 
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 UNITS = {"m": Decimal("0.001"), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "": Decimal(1)}

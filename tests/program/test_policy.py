@@ -19,7 +19,7 @@ import pytest
 from lab.cluster.namespace import build_namespace, gpu_namespace
 from lab.cluster.security import PRIVILEGED, PSA_LABEL, RESTRICTED
 from lab.config import LabConfig, load_stack
-from tests.program.harness import (
+from tests.support.program import (
     WORKLOAD_KINDS,
     ProgramRun,
     Registered,

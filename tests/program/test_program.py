@@ -8,8 +8,8 @@ import kubernetes_validate
 import pytest
 
 from lab.config import load_stack
-from tests.program.harness import ProgramRun, kubernetes_object, recorded, run_program, validate_object
-from tests.shipped import shipped_stacks
+from tests.support.program import ProgramRun, kubernetes_object, recorded, run_program, validate_object
+from tests.support.shipped import shipped_stacks
 
 STACKS = shipped_stacks()
 

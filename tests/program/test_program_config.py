@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lab.config import ConfigError, load_stack, parse_config, read_stack_values, stack_file
-from tests.program.harness import run_program
+from tests.support.program import run_program
 
 STACK = "example-cpu"
 

@@ -5,57 +5,24 @@ cross-object checks of test_cluster_consistency hold."""
 
 from __future__ import annotations
 
-import copy
-from functools import cache
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
-from lab.config import ConfigError, LabConfig, parse_config, read_stack_values, stack_file
-from tests.program.harness import (
+from lab.config import ConfigError, LabConfig, parse_config
+from tests.support.program import (
     ProgramRun,
     env_of,
     kubernetes_object,
     pod_spec,
-    run_program,
     validate_object,
 )
-from tests.program.kueue_rules import check_object
-from tests.program.test_cluster_consistency import CHECKS, component
+from tests.support.rules.cluster_rules import CHECKS, component
+from tests.support.rules.kueue_rules import check_object
+from tests.support.scaled_labs import SHAPES, grown_lab, scaled_run
 
 GPU = "nvidia.com/gpu"
-
-
-def _lab(machines: int, gpus: int, **trainer: Any) -> dict[str, Any]:
-    """The reference GPU stack grown to `machines` machines of `gpus` GPUs, replicas and batch left out."""
-    values = copy.deepcopy(read_stack_values(stack_file("example-gpu")))
-    values["nodes"] = [
-        {
-            "name": f"gpu-{i}",
-            "address": f"192.168.50.{11 + i}",
-            "user": "ubuntu",
-            "role": "server" if i == 0 else "agent",
-            "gpus": gpus,
-        }
-        for i in range(machines)
-    ]
-    left_out = ("replicas", "batchSize")
-    values["trainer"] = {**{k: v for k, v in values["trainer"].items() if k not in left_out}, **trainer}
-    return values
-
-
-SHAPES = {
-    # The recipe's 1024 does not split over six ranks: the lab trains them on 1026 (lab.config.batch).
-    "3x2": _lab(3, 2),
-    "4x8": _lab(4, 8),
-    "4x8-pack": _lab(4, 8, placement="pack", replicas=16),
-}
-
-
-@cache
-def scaled_run(shape: str) -> ProgramRun:
-    return run_program("example-gpu", SHAPES[shape])
 
 
 def _training(run: ProgramRun) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -119,7 +86,7 @@ def test_every_object_validates_and_the_cross_checks_hold(shape: str) -> None:
 
 
 def _world(gpus: list[int], **trainer: Any) -> LabConfig:
-    values = _lab(len(gpus), 0, **trainer)
+    values = grown_lab(len(gpus), 0, **trainer)
     for node, count in zip(values["nodes"], gpus, strict=True):
         node["gpus"] = count
     return parse_config(values)
@@ -146,7 +113,7 @@ def test_the_world_holds_for_any_nodes(gpus: list[int], trainer: dict, ranks: in
 
 
 def test_pack_without_kueue_is_one_pod_on_one_node() -> None:
-    values = {**_lab(2, 4, placement="pack"), "scheduling": {"gang": "none"}}
+    values = {**grown_lab(2, 4, placement="pack"), "scheduling": {"gang": "none"}}
     world = parse_config(values).world
     assert (world.ranks, world.pods) == (4, 1)
     with pytest.raises(ConfigError, match=r"scheduling\.gang: kueue"):
@@ -156,12 +123,12 @@ def test_pack_without_kueue_is_one_pod_on_one_node() -> None:
 @pytest.mark.parametrize(("batch", "nearest"), [(1000, 1002), (1024, 1026), (1021, 1020)])
 def test_a_batch_that_does_not_divide_names_the_nearest_that_does(batch: int, nearest: int) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_config(_lab(3, 2, batchSize=batch))  # six ranks
+        parse_config(grown_lab(3, 2, batchSize=batch))  # six ranks
     assert f"use {nearest}, the nearest multiple of 6" in str(caught.value)
 
 
 def test_a_batch_left_out_is_the_nearest_that_splits_and_the_lab_says_so() -> None:
-    lab = parse_config(_lab(3, 2))  # six ranks; the recipe's 1024 leaves a remainder of 4
+    lab = parse_config(grown_lab(3, 2))  # six ranks; the recipe's 1024 leaves a remainder of 4
     assert lab.batch_size == 1026
     assert lab.batch_note is not None
     assert "default 1024 does not split evenly over 6 ranks: the run trains with 1026" in lab.batch_note
@@ -169,6 +136,7 @@ def test_a_batch_left_out_is_the_nearest_that_splits_and_the_lab_says_so() -> No
     args = container["args"]
     assert args[args.index("--batch-size") + 1] == "1026"
     # Where the default splits, it is the batch, and nothing is said.
-    assert (parse_config(_lab(4, 8)).batch_size, parse_config(_lab(4, 8)).batch_note) == (1024, None)
+    splits = parse_config(grown_lab(4, 8))
+    assert (splits.batch_size, splits.batch_note) == (1024, None)
     # A batch the stack sets is never moved: it is refused with the nearest (the test above).
-    assert parse_config(_lab(3, 2, batchSize=1020)).batch_size == 1020
+    assert parse_config(grown_lab(3, 2, batchSize=1020)).batch_size == 1020

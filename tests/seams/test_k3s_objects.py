@@ -18,10 +18,10 @@ import yaml
 
 from lab.config import Distribution, LabConfig, load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.render import Rendered
-from tests.program.harness import Registered, name_of, recorded
-from tests.seams.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged
-from tests.shipped import shipped_stacks
+from tests.support.daemon_files import Rendered
+from tests.support.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged
+from tests.support.program import Registered, name_of, recorded
+from tests.support.shipped import shipped_stacks
 
 K3S_STACKS = [s for s in shipped_stacks() if load_stack(s).distribution is Distribution.K3S]
 K3S_DEFAULTS = ANSIBLE_DIR / "roles" / "k3s" / "defaults" / "main.yml"

@@ -14,25 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.apiserver import Recorder, recording_server, self_signed
+from tests.support.apiserver import TOKEN, Recorder, recording_server, self_signed, service_account
 from trainer import handoff
-
-TOKEN = "test-token-not-a-secret"
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Recorder]:
     with recording_server(tmp_path) as recorder:
         yield recorder
-
-
-def service_account(folder: Path, ca_file: Path, namespace: str = "k8scifar") -> Path:
-    account = folder / "serviceaccount"
-    account.mkdir()
-    (account / "token").write_text(TOKEN + "\n")
-    (account / "namespace").write_text(namespace)
-    (account / "ca.crt").write_bytes(ca_file.read_bytes())
-    return account
 
 
 def pod_env(server: Recorder, account: Path, pod: str = "trainer-0") -> dict[str, str]:

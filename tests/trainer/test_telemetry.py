@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.trainer.conftest import SMALL, read_json, run, start, torchrun, trainer, wait_for
+from tests.support.trainer_runs import SMALL, read_json, run, start, torchrun, trainer, wait_for
 from trainer.telemetry import SERVED
 
 

@@ -87,3 +87,17 @@ def recording_server(folder: Path, address: str = "127.0.0.1") -> Iterator[Recor
     finally:
         server.shutdown()
         server.server_close()
+
+
+# The service account token a pretend pod holds: what a request must carry, and no output may show.
+TOKEN = "test-token-not-a-secret"
+
+
+def service_account(folder: Path, ca_file: Path, namespace: str = "k8scifar") -> Path:
+    """A pod's service account folder (token, namespace, the API server's CA) under `folder`."""
+    account = folder / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(TOKEN + "\n")
+    (account / "namespace").write_text(namespace)
+    (account / "ca.crt").write_bytes(ca_file.read_bytes())
+    return account

@@ -21,8 +21,8 @@ from lab.bootstrap.inventory import build_inventory
 from lab.bootstrap.tokens import new_tokens, playbook_secrets
 from lab.config import LabConfig, load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import LOCAL, run_play
-from tests.shipped import shipped_stacks
+from tests.support.local_play import LOCAL, run_play
+from tests.support.shipped import shipped_stacks
 
 ROLES = ANSIBLE_DIR / "roles"
 # The kubeadm CA hash stands in for the openssl pipeline's result (that needs the cluster's CA).

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from lab import testbed
 from lab.bootstrap.inventory import NODE_STATE_DIR
+
+# The test machines' stack file (stacks/Pulumi.testbed.yaml), which the integration tier runs.
+STACK = "testbed"
+# The stand-in k3s and kubeadm installed on the machines (a script: its docstring says what it does).
+STANDIN = Path(__file__).with_name("standin_cluster.py")
 
 # Sections of the inventory: /etc (each file's sha256, links with their targets, directories with
 # mode and owner), the CNI directories the cluster shares with other tools, the package

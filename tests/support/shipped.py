@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.config import STACKS_DIR
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tracked(*patterns: str, checkout: Path = ROOT) -> list[Path]:

@@ -19,7 +19,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from tests.hosts.token_rules import k3s_agent_join_problem, k3s_agent_token_problem, k3s_server_token_problem
+from tests.support.rules.token_rules import (
+    k3s_agent_join_problem,
+    k3s_agent_token_problem,
+    k3s_server_token_problem,
+)
 
 # Flag kinds: "str" (StringFlag, IntFlag, DurationFlag: one scalar), "list" (StringSliceFlag: a
 # list or one scalar), "bool" (BoolFlag).

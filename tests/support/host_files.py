@@ -17,8 +17,8 @@ import pytest
 from lab.bootstrap.inventory import build_inventory
 from lab.config import LabConfig, load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.local_play import LOCAL, run_play
-from tests.shipped import shipped_stacks
+from tests.support.local_play import LOCAL, run_play
+from tests.support.shipped import shipped_stacks
 
 ROLES = ANSIBLE_DIR / "roles"
 # ufw as the role sees it: active, a version that takes comments; every other call is recorded.

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from tests.hosts.k3s_rules import is_ip
-from tests.hosts.token_rules import kubeadm_token_problem
+from tests.support.rules.k3s_rules import is_ip
+from tests.support.rules.token_rules import kubeadm_token_problem
 
 # kubeadm API versions by the first Kubernetes minor that accepts them: v1beta3 from 1.22,
 # v1beta4 from 1.31 (kubeadm-config.v1beta4 "Changes from v1beta3"); v1beta3, deprecated in

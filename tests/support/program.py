@@ -22,7 +22,7 @@ from lab.cluster.program_run import (
 )
 from lab.cluster.versions import KUEUE_CHART
 from lab.config import load_stack
-from tests.shipped import shipped_stacks
+from tests.support.shipped import shipped_stacks
 
 __all__ = [
     "DYNAMIC_RESOURCE",

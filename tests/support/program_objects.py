@@ -1,11 +1,14 @@
-"""What the seam tests ask of the program's recorded run: which workloads use GPUs, what waits for what."""
+"""What the seam tests ask of the program's recorded run: which workloads use GPUs, what waits for
+what, the values handed to the Prometheus chart."""
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
+from lab.cluster.observability import PROMETHEUS
 from lab.cluster.pods import GPU_RESOURCE, GPU_RUNTIME_CLASS
-from tests.program.harness import ProgramRun, Registered, containers, pod_spec
+from tests.support.program import ProgramRun, Registered, containers, name_of, pod_spec
 
 
 def gpu_workloads(run: ProgramRun) -> list[Registered]:
@@ -31,3 +34,11 @@ def waits_for(run: ProgramRun, resource: Registered, urn: str) -> bool:
             seen.add(dependency)
             todo.extend(registered[dependency].dependencies)
     return False
+
+
+def prometheus_values(run: ProgramRun) -> dict[str, Any]:
+    """The values the program hands the Prometheus chart."""
+    (release,) = [
+        r for r in run.helm_releases() if name_of(r) == PROMETHEUS or r.inputs.get("name") == PROMETHEUS
+    ]
+    return release.inputs["values"]
