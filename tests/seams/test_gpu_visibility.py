@@ -8,7 +8,7 @@ it sees no GPU, reports none, and every GPU pod stays Pending. tests/seams/nvidi
 restates containerd's capability rule and the toolkit hook's device rule, with their sources.
 
 Both sides as this repository produces them: the node's config.toml after the nvidia role's own
-tasks ran on a copy of the package's file (tests/hosts/host_files.py), and the
+tasks ran on a copy of the package's file (tests/support/host_files.py), and the
 containers the program declares under the engine's mocks.
 """
 

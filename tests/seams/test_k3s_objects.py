@@ -7,7 +7,7 @@ applies from its packaged manifests, given the `disable` list the k3s role write
 server's config.yaml (tests/seams/k3s_packaged.py restates k3s's staging rule).
 
 Both sides as this repository produces them: the server's config.yaml rendered by Ansible from the
-role's template and defaults (tests/hosts/render.py), and every object the program declares for
+role's template and defaults (tests/support/daemon_files.py), and every object the program declares for
 the stack under the engine's mocks.
 """
 

@@ -2,7 +2,7 @@
 
 Not exercised here (no API server exists on these machines): that Kubernetes accepts the patch,
 that the Role allows exactly it, and that the StatefulSet controller then deletes the pods. The
-Role is checked under the engine's mocks (tests/program); the request's method, path, body,
+Role is checked under the engine's mocks (tests/cluster); the request's method, path, body,
 headers and TLS verification are checked here.
 """
 

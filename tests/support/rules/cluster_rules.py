@@ -1,6 +1,6 @@
 """Rules the cluster's objects follow together and with the stack: each check is a function of a
 recorded program run and the lab configuration that returns the problems it finds
-(tests/program/test_cluster_consistency.py shows each passing on every stack and catching a
+(tests/cluster/test_cluster_consistency.py shows each passing on every stack and catching a
 deliberately broken copy of a real run)."""
 
 from __future__ import annotations

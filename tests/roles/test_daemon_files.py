@@ -1,7 +1,7 @@
 """Every file the k3s, kubeadm and registry_mirror roles write for a daemon, for every stack, checked
-against that daemon's own rules (tests/hosts/*_rules.py, each citing its upstream source).
+against that daemon's own rules (tests/support/rules/*_rules.py, each citing its upstream source).
 
-The files are rendered by Ansible itself (tests/hosts/render.py) from the inventory the bootstrap
+The files are rendered by Ansible itself (tests/support/daemon_files.py) from the inventory the bootstrap
 generates; the checks are shown failing on the broken inputs they are for. What only a real
 lab can show is listed in docs/validation.md.
 """

@@ -203,7 +203,7 @@ def test_every_task_that_takes_the_dpkg_lock_waits_for_it() -> None:
         assert task["until"].endswith(f"{task['register']}.msg is not search(lab_packages_lock_busy)"), where
 
 
-# nvidia: the machine's own toolkit release (its own toolkit source: tests/hosts/test_apt_sources.py)
+# nvidia: the machine's own toolkit release (its own toolkit source: tests/roles/test_apt_sources.py)
 
 
 def _toolkit(tmp_path: Path, installed: str | None) -> list[str]:

@@ -40,7 +40,7 @@ def test_a_command_the_trainer_does_not_know_is_refused() -> None:
 
 @pytest.mark.parametrize("stack", cluster_stacks())
 def test_each_rank_finds_its_place(stack: str) -> None:
-    from trainer import distributed  # imports torch: here, so collecting tests/program does not
+    from trainer import distributed  # imports torch: here, so collecting tests/cluster does not
 
     lab = load_stack(stack)
     run = recorded(stack)
@@ -61,7 +61,7 @@ def test_each_rank_finds_its_place(stack: str) -> None:
 
 
 def test_ranks_on_clusters_without_the_pod_index_label_use_their_name() -> None:
-    from trainer import distributed  # imports torch: here, so collecting tests/program does not
+    from trainer import distributed  # imports torch: here, so collecting tests/cluster does not
 
     values = read_stack_values(stack_file("example-cpu"))
     run = run_program("example-cpu", {**values, "kubernetesVersion": "1.27.16"})

@@ -1,5 +1,5 @@
 """Gang scheduling under the engine's mocks: Kueue from its pinned chart, the lab's queue objects
-(checked by hand against Kueue's API, tests/program/kueue_rules.py), the queue label on the
+(checked by hand against Kueue's API, tests/cluster/kueue_rules.py), the queue label on the
 training StatefulSet and the sweep, and `scheduling.gang: none` declaring none of it.
 
 What Kueue then does (admitting, gating pods, evicting a run whose ranks are not all Ready) runs

@@ -1,6 +1,6 @@
 """Every join secret the bootstrap hands out passes the rules of the daemon that reads it.
 
-The rules are in tests/hosts/token_rules.py, each restated from k3s's or Kubernetes' source; the
+The rules are in tests/support/rules/token_rules.py, each restated from k3s's or Kubernetes' source; the
 agent's composed secure token is checked on the rendered config.yaml (test_daemon_files.py).
 """
 
