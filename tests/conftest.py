@@ -1,7 +1,11 @@
 """Fixtures shared across the suite's folders, declared once: tests/support/sshd.py says why for
-the sshd; the rendered stacks are read by tests in tests/hosts and tests/seams alike."""
+the sshd; the rendered host and daemon files are read by tests in tests/roles and tests/seams
+alike. Each is defined in its tests/support module, registered here as a plugin: no conftest is
+imported as a module."""
 
-from tests.hosts.host_files import host_files  # noqa: F401
-from tests.hosts.render import daemon_files  # noqa: F401
-from tests.support.gpg import signing_key  # noqa: F401
-from tests.support.sshd import _sshd_daemon, sshd  # noqa: F401
+pytest_plugins = [
+    "tests.support.daemon_files",
+    "tests.support.gpg",
+    "tests.support.host_files",
+    "tests.support.sshd",
+]

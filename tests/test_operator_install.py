@@ -14,7 +14,7 @@ import pytest
 
 from lab.cli.support.locks import OPERATOR_LOCK
 from lab.paths import ROOT
-from tests.cli.test_imports import commands
+from tests.support.labctl import commands
 
 MAX_BYTES = 1_500_000_000
 # The orchestrator's packages beside what the Pulumi program (__main__.py) imports itself.

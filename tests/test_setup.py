@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shipped import ROOT
+from tests.support.shipped import ROOT
 
 NOBODY = 65534
 # Real tools the script uses beside the stand-ins; PATH holds these and nothing else, so a

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from lab.cli.support.pods import ranks
-from tests.cli.conftest import assert_one_line_error, labctl, write_stack
+from tests.support.labctl import assert_one_line_error, labctl, write_stack
 
 COMMANDS = ("init", "doctor", "validate", "status", "results")
 

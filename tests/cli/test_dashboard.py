@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab.config import read_stack_values, stack_file
-from tests.cli.conftest import Result, assert_one_line_error, labctl, write_stack
+from tests.support.labctl import Result, assert_one_line_error, labctl, write_stack
 
 SECRET_MARK = "marker-kubeconfig-secret"
 KUBECTL = """#!/bin/sh

@@ -22,7 +22,7 @@ from lab.cli.support.preflight import (
     userns_finding,
 )
 from lab.config import LabConfig, Node
-from tests.cli.conftest import labctl, loopback_values, node, write_stack
+from tests.support.labctl import labctl, loopback_values, node, write_stack
 from tests.support.sshd import AGENT, NOWHERE, SERVER, THIRD, Sshd
 
 

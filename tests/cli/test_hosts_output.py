@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.conftest import labctl, node, write_stack
+from tests.support.labctl import labctl, node, write_stack
 from tests.support.network import free_port
 from tests.support.sshd import AGENT, SERVER
 

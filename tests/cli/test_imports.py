@@ -3,7 +3,6 @@ torch and of pulumi_kubernetes (which only the Pulumi program needs), and lab.co
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -11,16 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli import build_parser
+from tests.support.labctl import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 # torch is the trainer's, not in an operator's install; pulumi_kubernetes takes a second to load.
 HEAVY = ("torch", "pulumi_kubernetes")
-
-
-def commands() -> list[str]:
-    (subcommands,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return sorted(subcommands.choices)
 
 
 def imported(*args: str) -> set[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.config import load_stack
-from tests.cli.conftest import assert_one_line_error, labctl
+from tests.support.labctl import assert_one_line_error, labctl
 from tests.support.sshd import AGENT, SERVER, Sshd
 
 

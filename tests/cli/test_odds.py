@@ -22,9 +22,9 @@ from lab.cli.support.try_estimate import MEASURED_MACHINES, minutes_range
 from lab.cli.try_local import EPOCHS
 from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
 from lab.paths import STATE_DIR
-from tests.cli.conftest import loopback_values, node, write_stack
-from tests.shipped import ROOT, shipped_stacks
+from tests.support.labctl import loopback_values, node, write_stack
 from tests.support.network import free_port
+from tests.support.shipped import ROOT, shipped_stacks
 from tests.support.sshd import AGENT, SERVER, Sshd
 
 

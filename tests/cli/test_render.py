@@ -20,8 +20,8 @@ from lab.cli.render import manifests, release_secrets
 from lab.cli.support.console import CliError
 from lab.cluster.program_run import FAKE_GENERATED_SECRET, FAKE_KUBECONFIG, FAKE_TOKEN, run_program
 from lab.config import load_stack, read_stack_values, stack_file
-from tests.cli.conftest import assert_one_line_error, labctl, node, write_stack
-from tests.program.harness import broken
+from tests.support.labctl import assert_one_line_error, labctl, node, write_stack
+from tests.support.program import broken
 from tests.support.sshd import NOWHERE, Sshd
 
 

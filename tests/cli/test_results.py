@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from lab.cli.support.runsource import LocalRuns
-from tests.cli.conftest import TINY, assert_one_line_error, labctl, loopback_values, write_stack
+from tests.support.labctl import assert_one_line_error, labctl, loopback_values, write_stack
 from tests.support.sshd import SERVER, Sshd
+from tests.support.trainer_runs import TINY_NET
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -137,7 +138,7 @@ def test_status_follows_a_run_in_progress(trained_runs: Path, tmp_path: Path) ->
     status_file = runs / "live" / "status.json"
     # Many epochs of the tiny recipe: the run is still going when status reads it.
     train = [sys.executable, "-m", "trainer", "train", "--data", trained_runs.parent / "data", "--runs", runs,
-             "--run-name", "live", "--epochs", "500", *TINY]  # fmt: skip
+             "--run-name", "live", "--epochs", "500", *TINY_NET]  # fmt: skip
     trainer = subprocess.Popen(list(map(str, train)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.conftest import assert_one_line_error, labctl, loopback_values, write_stack
+from tests.support.labctl import assert_one_line_error, labctl, loopback_values, write_stack
 from tests.support.sshd import Sshd
 
 NO_KUBERNETES = {"kubernetesInstall": "test machines that cannot run Kubernetes"}

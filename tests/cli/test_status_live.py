@@ -24,7 +24,7 @@ from lab.cli.support.pods import KubectlFailed
 from lab.cli.support.prometheus import LocalPrometheus, check_config, free_port, scrape_config, write_config
 from lab.cli.support.runsource import LocalRuns
 from lab.config import read_stack_values, stack_file
-from tests.cli.conftest import labctl, write_stack
+from tests.support.labctl import labctl, write_stack
 from trainer.telemetry import RankMetrics
 
 RUN = "watched"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.cli.conftest import labctl
+from tests.support.labctl import labctl
 from trainer.contract import GENERATED, TRAINED_ON
 
 

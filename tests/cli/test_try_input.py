@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Result, assert_one_line_error, labctl
+from tests.support.labctl import Result, assert_one_line_error, labctl
 
 
 def test_a_data_folder_without_cifar_batches_is_one_line(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import yaml
 
 from lab.config import load_stack
 from lab.validation.runner import write_inventory
-from tests.cli.conftest import Result, labctl, loopback_values, node, write_stack
+from tests.support.labctl import Result, labctl, loopback_values, node, write_stack
 from tests.support.sshd import AGENT, NOWHERE, SERVER, Sshd
 
 # The stack's nodes have no Kubernetes: without this skip validate reports "no cluster yet".

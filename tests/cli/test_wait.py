@@ -16,8 +16,8 @@ from lab.cluster.build_context import build_context
 from lab.cluster.training import run_name
 from lab.config import load_stack
 from lab.config import stack_file as stack_path
-from tests.cli.conftest import TINY, _trainer, labctl
-from tests.trainer.test_failures import diverge_after_first_epoch
+from tests.support.labctl import labctl
+from tests.support.trainer_runs import TINY_NET, diverge_after_first_epoch, trainer_ok
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -25,12 +25,12 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("wait") / "data"
-    _trainer("data", "synthetic", "--dir", folder, "--train", "512", "--test", "256")
+    trainer_ok("data", "synthetic", "--dir", folder, "--train", "512", "--test", "256")
     return folder
 
 
 def _train(data: Path, runs: Path, name: str, *flags: str) -> list[str]:
-    command = ["train", "--data", str(data), "--runs", str(runs), "--run-name", name, *TINY, *flags]
+    command = ["train", "--data", str(data), "--runs", str(runs), "--run-name", name, *TINY_NET, *flags]
     return [sys.executable, "-m", "trainer", *command]
 
 

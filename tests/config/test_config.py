@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from lab.config import KNOWN_PATCHES, ConfigError, LabConfig, load_stack, parse_config, read_stack_values
-from tests.shipped import shipped_stacks
+from tests.support.shipped import shipped_stacks
 
 GOOD: dict[str, Any] = {
     "distribution": "k3s",

@@ -14,7 +14,7 @@ from lab.cli.support.console import one_line
 from lab.config import ConfigError, LabConfig, load_stack, parse_config
 from lab.config.fields import nested_model
 from lab.config.messages import PATTERN_RULES
-from tests.cli.conftest import assert_one_line_error, labctl
+from tests.support.labctl import assert_one_line_error, labctl
 
 # The reference lab without GPUs, as a newcomer copies it from stacks/.
 STACK = """\

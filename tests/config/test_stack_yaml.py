@@ -9,7 +9,7 @@ import pytest
 
 from lab.cli.support.console import one_line
 from lab.config import ConfigError, read_stack_values
-from tests.cli.conftest import assert_one_line_error, labctl
+from tests.support.labctl import assert_one_line_error, labctl
 
 NODES = """\
   k8scifar:nodes:

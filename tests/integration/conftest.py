@@ -12,8 +12,7 @@ import pytest
 
 from lab import testbed
 from lab.config import LabConfig, load_stack
-
-STACK = "testbed"
+from tests.support.machine_state import STACK
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,8 +16,8 @@ from lab import testbed
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig
 from lab.validation.runner import Outcome, run_suite, write_inventory
-from tests.integration import machine_state
-from tests.integration.conftest import STACK
+from tests.support import machine_state
+from tests.support.machine_state import STACK
 
 # Host checks that apply to the test machines: each must have run and passed on the nodes it names.
 MUST_PASS = {

@@ -16,9 +16,9 @@ from lab.bootstrap.inventory import NODE_STATE_DIR
 from lab.bootstrap.playbook import PlaybookError
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig
-from tests.cli.conftest import labctl
-from tests.integration import machine_state
-from tests.integration.conftest import STACK
+from tests.support import machine_state
+from tests.support.labctl import labctl
+from tests.support.machine_state import STACK
 
 OWNER_K3S = ["/usr/local/bin/k3s", "/etc/systemd/system/k3s-agent.service"]
 PLANT_K3S = f"""

@@ -23,9 +23,9 @@ from lab.bootstrap.playbook import PlaybookError
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig, parse_config
 from lab.validation.suite.checks import EXPORT_FOLDERS, EXPORT_MARK
-from tests.hosts.test_stack_data import marker
-from tests.integration import machine_state
-from tests.integration.conftest import STACK
+from tests.support import machine_state
+from tests.support.lookup_marker import marker
+from tests.support.machine_state import STACK
 
 # The owner's work where an export path could point, as the issue found it taken over.
 OWNERS = "/srv/owner-data"

@@ -25,9 +25,8 @@ from lab.cluster import training
 from lab.cluster.pods import REQUIRE_CIFAR10
 from lab.config import load_stack
 from lab.testbed import ddp, network, processes
-from tests.trainer.apiserver import Recorder, recording_server
-from tests.trainer.conftest import wait_for
-from tests.trainer.test_handoff import service_account
+from tests.support.apiserver import Recorder, recording_server, service_account
+from tests.support.trainer_runs import wait_for
 from trainer import readiness
 
 RUN = "pods-cross-host"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +26,8 @@ from lab import testbed
 from lab.bootstrap.inventory import build_inventory
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig
-from tests.integration import machine_state
-from tests.integration.conftest import STACK
-
-STANDIN = Path(__file__).with_name("standin_cluster.py")
+from tests.support import machine_state
+from tests.support.machine_state import STACK, STANDIN
 
 # While the lab runs: a podman network on the first machine (its masquerading, a port forward
 # through the portmap chains it then shares with the cluster's pods, its configuration) and an

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +23,10 @@ from lab import testbed
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, with_known_hosts
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import Distribution, LabConfig
-from tests.hosts.local_play import run_play
-from tests.integration import machine_state
-from tests.integration.conftest import STACK
+from tests.support import machine_state
+from tests.support.local_play import run_play
+from tests.support.machine_state import STACK, STANDIN
 
-STANDIN = Path(__file__).with_name("standin_cluster.py")
 INSTALL = """\
 - name: What the kubeadm role's install leaves of the lab's own
   hosts: all

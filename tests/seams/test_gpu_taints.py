@@ -13,10 +13,10 @@ import copy
 import pytest
 
 from lab.config import load_stack
-from tests.program.harness import ProgramRun, name_of, pod_spec, recorded
-from tests.seams.kube_rules import tolerates
-from tests.seams.program_objects import gpu_workloads
-from tests.shipped import shipped_stacks
+from tests.support.program import ProgramRun, name_of, pod_spec, recorded
+from tests.support.program_objects import gpu_workloads
+from tests.support.rules.kube_rules import tolerates
+from tests.support.shipped import shipped_stacks
 
 GPU_STACKS = [s for s in shipped_stacks() if load_stack(s).has_gpus]
 # Values a GPU taint is commonly given; a toleration with operator Exists matches them all.

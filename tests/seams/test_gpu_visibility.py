@@ -8,7 +8,7 @@ it sees no GPU, reports none, and every GPU pod stays Pending. tests/seams/nvidi
 restates containerd's capability rule and the toolkit hook's device rule, with their sources.
 
 Both sides as this repository produces them: the node's config.toml after the nvidia role's own
-tasks ran on a copy of the package's file (tests/hosts/host_files.py), and the
+tasks ran on a copy of the package's file (tests/support/host_files.py), and the
 containers the program declares under the engine's mocks.
 """
 
@@ -21,9 +21,10 @@ import pytest
 from lab.cluster.pods import GPU_RESOURCE
 from lab.cluster.security import PSA_LABEL, RESTRICTED
 from lab.config import load_stack
-from tests.hosts.host_files import HostFiles
-from tests.program.harness import ProgramRun, containers, env_of, name_of, recorded
-from tests.seams.nvidia_rules import (
+from tests.support.host_files import HostFiles
+from tests.support.program import ProgramRun, containers, env_of, name_of, recorded
+from tests.support.program_objects import gpu_workloads
+from tests.support.rules.nvidia_rules import (
     PLUGIN_IMAGE_ENV,
     VISIBLE_DEVICES,
     allocated_mounts,
@@ -31,8 +32,7 @@ from tests.seams.nvidia_rules import (
     devices,
     toolkit_settings,
 )
-from tests.seams.program_objects import gpu_workloads
-from tests.shipped import shipped_stacks
+from tests.support.shipped import shipped_stacks
 
 GPU_STACKS = [s for s in shipped_stacks() if load_stack(s).has_gpus]
 # The most a container may hold in a namespace that enforces `restricted` (Pod Security

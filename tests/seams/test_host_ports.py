@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from lab.config import Placement, load_stack
-from tests.program.harness import cluster_stacks, pod_spec, recorded
-from tests.seams.kube_rules import admitted_pod, host_ports, port_conflicts
+from tests.support.program import cluster_stacks, pod_spec, recorded
+from tests.support.rules.kube_rules import admitted_pod, host_ports, port_conflicts
 
 
 def ranks_on_one_node(template: dict[str, Any], replicas: int, placement: Placement) -> list[str]:

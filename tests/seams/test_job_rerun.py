@@ -23,9 +23,9 @@ import yaml
 
 from lab.cluster.live_jobs import has_failed
 from lab.cluster.program_run import ProgramRun, run_program
-from tests.program.harness import name_of, recorded
-from tests.seams.pulumi_job_rules import job, next_up
-from tests.trainer.apiserver import Recorder, recording_server, self_signed
+from tests.support.apiserver import Recorder, recording_server, self_signed
+from tests.support.program import name_of, recorded
+from tests.support.rules.pulumi_job_rules import job, next_up
 
 STACK = "example-sweep"  # awaits all three Jobs: build, dataset, sweep
 

@@ -7,7 +7,7 @@ applies from its packaged manifests, given the `disable` list the k3s role write
 server's config.yaml (tests/seams/k3s_packaged.py restates k3s's staging rule).
 
 Both sides as this repository produces them: the server's config.yaml rendered by Ansible from the
-role's template and defaults (tests/hosts/render.py), and every object the program declares for
+role's template and defaults (tests/support/daemon_files.py), and every object the program declares for
 the stack under the engine's mocks.
 """
 
@@ -18,10 +18,10 @@ import yaml
 
 from lab.config import Distribution, LabConfig, load_stack
 from lab.paths import ANSIBLE_DIR
-from tests.hosts.render import Rendered
-from tests.program.harness import Registered, name_of, recorded
-from tests.seams.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged
-from tests.shipped import shipped_stacks
+from tests.support.daemon_files import Rendered
+from tests.support.k3s_packaged import CLUSTER_SCOPED, ObjectRef, deployed, packaged
+from tests.support.program import Registered, name_of, recorded
+from tests.support.shipped import shipped_stacks
 
 K3S_STACKS = [s for s in shipped_stacks() if load_stack(s).distribution is Distribution.K3S]
 K3S_DEFAULTS = ANSIBLE_DIR / "roles" / "k3s" / "defaults" / "main.yml"

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from lab.config import GangScheduler, load_stack
-from tests.program.harness import (
+from tests.support.program import (
     ProgramRun,
     Registered,
     cluster_stacks,
@@ -26,9 +26,9 @@ from tests.program.harness import (
     name_of,
     recorded,
 )
-from tests.program.test_cluster_consistency import component
-from tests.seams.kueue_behaviour import may_preempt, pods_ready_timeouts, priority, seconds, selects
-from tests.seams.program_objects import waits_for
+from tests.support.program_objects import waits_for
+from tests.support.rules.cluster_rules import component
+from tests.support.rules.kueue_behaviour import may_preempt, pods_ready_timeouts, priority, seconds, selects
 
 KUEUE_STACKS = [s for s in cluster_stacks() if load_stack(s).gang_scheduler is GangScheduler.KUEUE]
 SWEEP_STACKS = [s for s in KUEUE_STACKS if load_stack(s).sweep is not None]

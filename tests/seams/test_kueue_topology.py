@@ -21,10 +21,10 @@ import copy
 import pytest
 
 from lab.config import load_stack
-from tests.program.harness import ProgramRun, pod_spec, recorded
-from tests.program.test_cluster_consistency import component
-from tests.program.test_scale_out import SHAPES, scaled_run
-from tests.shipped import shipped_stacks
+from tests.support.program import ProgramRun, pod_spec, recorded
+from tests.support.rules.cluster_rules import component
+from tests.support.scaled_labs import SHAPES, scaled_run
+from tests.support.shipped import shipped_stacks
 
 HOSTNAME = "kubernetes.io/hostname"
 STACKS = [s for s in shipped_stacks() if load_stack(s).installs_kubernetes]

@@ -29,8 +29,9 @@ from lab.cluster.observability import (
 from lab.cluster.versions import DCGM_EXPORTER_VERSION, KUEUE_VERSION, NODE_EXPORTER_VERSION
 from lab.config import load_stack
 from lab.config.monitoring import prometheus_api_path
-from tests.program.harness import broken, cluster_stacks, name_of, pod_labels, recorded
-from tests.program.test_cluster_consistency import component
+from tests.support.program import broken, cluster_stacks, name_of, pod_labels, recorded
+from tests.support.program_objects import prometheus_values
+from tests.support.rules.cluster_rules import component
 from trainer.telemetry import SERVED
 
 # What each pinned exporter serves, read from its source at the pinned version (the file says
@@ -108,13 +109,6 @@ def test_the_check_catches_a_renamed_metric() -> None:
     assert unserved(queries, all_served()) == ["training/Loss: trainer_train_loss_total"]
 
 
-def _prometheus_values(run: Any) -> dict[str, Any]:
-    (release,) = [
-        r for r in run.helm_releases() if name_of(r) == PROMETHEUS or r.inputs.get("name") == PROMETHEUS
-    ]
-    return release.inputs["values"]
-
-
 def _keeps(rules: list[dict[str, Any]], meta: dict[str, str]) -> str | None:
     """The target address Prometheus keeps for a pod with these meta labels, or None if dropped."""
     labels = dict(meta)
@@ -161,7 +155,7 @@ def port_problems(run: Any) -> list[str]:
     (peer,) = rule["from"]
     if peer["podSelector"]["matchLabels"] != PROMETHEUS_POD_LABELS:
         problems.append(f"the policy admits {peer['podSelector']}, not the Prometheus server's pods")
-    values = _prometheus_values(run)
+    values = prometheus_values(run)
     jobs = {job["job_name"]: job for job in yaml.safe_load(values["extraScrapeConfigs"])}
     namespace = sts.inputs["metadata"]["namespace"]
     address = _keeps(jobs["ranks"]["relabel_configs"], _pod_meta(namespace, ranks))
@@ -181,7 +175,7 @@ def test_prometheus_alone_reaches_the_port_each_rank_serves(stack: str) -> None:
 
 def test_the_port_check_catches_a_scrape_of_another_port() -> None:
     run = broken("example-gpu")
-    values = _prometheus_values(run)
+    values = prometheus_values(run)
     values["extraScrapeConfigs"] = values["extraScrapeConfigs"].replace(":9464", ":9465")
     assert port_problems(run) == ["Prometheus scrapes a rank at 10.42.0.7:9465, the rank serves 9464"]
 

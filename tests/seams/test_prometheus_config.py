@@ -29,8 +29,8 @@ from lab.cli.support.prometheus import PrometheusError, check_config, scrape_con
 from lab.cli.support.try_metrics import SCRAPE_INTERVAL_S, exporters, jobs
 from lab.cli.try_local import layout
 from lab.config import load_stack
-from tests.program.harness import cluster_stacks, recorded
-from tests.seams.test_metrics_seams import _prometheus_values
+from tests.support.program import cluster_stacks, recorded
+from tests.support.program_objects import prometheus_values
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +61,7 @@ def without_kubernetes_discovery(config: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("stack", cluster_stacks())
 def test_the_cluster_scrape_jobs_pass_promtool(stack: str, tmp_path: Path) -> None:
-    config = cluster_config(_prometheus_values(recorded(stack)))
+    config = cluster_config(prometheus_values(recorded(stack)))
     names = [job["job_name"] for job in config["scrape_configs"]]
     assert names[:2] == ["ranks", "nodes"]
     checked = without_kubernetes_discovery(config)
@@ -80,7 +80,7 @@ def test_the_try_config_passes_promtool(tmp_path: Path) -> None:
 
 def test_promtool_refuses_what_prometheus_would(tmp_path: Path) -> None:
     """The checks above can fail: a relabelling action Prometheus does not know."""
-    config = without_kubernetes_discovery(cluster_config(_prometheus_values(recorded("example-gpu"))))
+    config = without_kubernetes_discovery(cluster_config(prometheus_values(recorded("example-gpu"))))
     config["scrape_configs"][0]["relabel_configs"][0]["action"] = "kepp"
     with pytest.raises(PrometheusError, match="kepp"):
         check_config(write_config(tmp_path / "prometheus.yml", config), syntax_only=True)

@@ -23,11 +23,11 @@ import torch.distributed as dist
 from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
 
 from lab.config import LabConfig, load_stack, parse_config
-from tests.program.harness import ProgramRun, pod_spec, recorded
-from tests.program.test_cluster_consistency import component
-from tests.program.test_cluster_trainer_contract import rank_environment, trainer_command
-from tests.program.test_scale_out import SHAPES, scaled_run
-from tests.shipped import shipped_stacks
+from tests.support.pod_commands import rank_environment, trainer_command
+from tests.support.program import ProgramRun, pod_spec, recorded
+from tests.support.rules.cluster_rules import component
+from tests.support.scaled_labs import SHAPES, scaled_run
+from tests.support.shipped import shipped_stacks
 from trainer import launch
 
 GPU = "nvidia.com/gpu"

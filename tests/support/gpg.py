@@ -2,8 +2,8 @@
 
 gpg starts a gpg-agent for its home directory, a daemon that outlives gpg and every test: each
 home made here has its agent ended with `gpgconf --kill all` (which ends the daemons of the
-GNUPGHOME it is given, no other) when the key is made. tests/conftest.py declares the fixture
-once for the whole suite.
+GNUPGHOME it is given, no other) when the key is made. tests/conftest.py registers this module
+as a plugin: the fixture is declared once for the whole suite.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 The two "nodes" are two addresses of a private network namespace, where the sshd listens and where
 each test that uses it runs (with every process it starts): two loopback addresses would be one
 machine to the loader, which refuses them, and these addresses are nobody's on the host. Both are
-still this one machine, as `labctl doctor` finds. tests/conftest.py declares the fixtures once
-for the whole suite: the namespace is named after this process and made once per session.
+still this one machine, as `labctl doctor` finds. tests/conftest.py registers this module as a
+plugin, so the fixtures are declared once: the namespace is named after this process (each
+parallel worker has its own) and made once per session.
 """
 
 from __future__ import annotations

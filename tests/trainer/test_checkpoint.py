@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainer.conftest import env
+from tests.support.trainer_runs import env
 from trainer import checkpoint
 
 

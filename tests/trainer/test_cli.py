@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.conftest import read_json, run, start, trainer, wait_for
+from tests.support.trainer_runs import read_json, run, start, trainer, wait_for
 from trainer import report
 from trainer.cli import main
 

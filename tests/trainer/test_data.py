@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trainer.conftest import run, trainer
+from tests.support.trainer_runs import run, trainer
 from trainer import data
 
 

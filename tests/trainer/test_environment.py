@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.network import free_port
-from tests.trainer.conftest import SMALL, run, trainer
+from tests.support.trainer_runs import SMALL, run, trainer
 from trainer.distributed import (
     DEFAULT_TIMEOUT_SECONDS,
     JobEnvironmentError,

@@ -16,7 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.conftest import SMALL, read_json, run, strict_json, torchrun, trainer
+from tests.support.trainer_runs import (
+    SMALL,
+    diverge_after_first_epoch,
+    read_json,
+    run,
+    strict_json,
+    torchrun,
+    trainer,
+)
 from trainer import atomic, checkpoint, data
 from trainer.hyperparameters import RULES
 
@@ -43,24 +51,6 @@ def test_strict_json_is_written_or_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "x.json").exists()
     with pytest.raises(ValueError, match="NaN is not JSON"):
         strict_json('{"loss": NaN}')
-
-
-def diverge_after_first_epoch(run_dir: Path) -> None:
-    """Make a finished two-epoch run one that resumes after epoch 1 into weights that are NaN: a
-    run that diverged (no learning rate the flags accept makes these small nets blow up at will)."""
-    folder = run_dir / "checkpoints"
-    first, *later = sorted(folder.glob("ckpt-*.pt"))
-    state = torch.load(first, weights_only=True)
-    for tensor in state["model"].values():
-        if tensor.is_floating_point():
-            tensor.fill_(math.nan)
-    for path in later:
-        path.unlink()
-        path.with_name(path.name + ".sha256").unlink()
-    checkpoint.save(folder, state["progress"]["step"], state, keep=3)
-    metrics = run_dir / "metrics.jsonl"
-    metrics.write_text(metrics.read_text().splitlines(keepends=True)[0])
-    (run_dir / "summary.json").unlink()
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from matplotlib.lines import Line2D
 
-from tests.trainer.conftest import read_json, run, torchrun, trainer
+from tests.support.trainer_runs import read_json, run, torchrun, trainer
 from trainer import contract, lifecycle, plots, run_state
 from trainer.loader import few_steps_warning
 

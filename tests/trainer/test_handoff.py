@@ -2,7 +2,7 @@
 
 Not exercised here (no API server exists on these machines): that Kubernetes accepts the patch,
 that the Role allows exactly it, and that the StatefulSet controller then deletes the pods. The
-Role is checked under the engine's mocks (tests/program); the request's method, path, body,
+Role is checked under the engine's mocks (tests/cluster); the request's method, path, body,
 headers and TLS verification are checked here.
 """
 
@@ -14,25 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.apiserver import Recorder, recording_server, self_signed
+from tests.support.apiserver import TOKEN, Recorder, recording_server, self_signed, service_account
 from trainer import handoff
-
-TOKEN = "test-token-not-a-secret"
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Recorder]:
     with recording_server(tmp_path) as recorder:
         yield recorder
-
-
-def service_account(folder: Path, ca_file: Path, namespace: str = "k8scifar") -> Path:
-    account = folder / "serviceaccount"
-    account.mkdir()
-    (account / "token").write_text(TOKEN + "\n")
-    (account / "namespace").write_text(namespace)
-    (account / "ca.crt").write_bytes(ca_file.read_bytes())
-    return account
 
 
 def pod_env(server: Recorder, account: Path, pod: str = "trainer-0") -> dict[str, str]:

@@ -9,7 +9,7 @@ import pytest
 
 from lab.cli.support.locks import DEV_LOCK, TRAINER_LOCK, pins
 from lab.config import Trainer
-from tests.trainer.conftest import ROOT
+from tests.support.trainer_runs import ROOT
 
 IMAGE = ROOT / "images" / "trainer"
 # The image's user is the lab's default `trainer.uid`, which owns the export's folders.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.trainer.conftest import run, trainer
+from tests.support.trainer_runs import run, trainer
 
 
 @pytest.mark.parametrize(

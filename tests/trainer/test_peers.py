@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.network import free_port
-from tests.trainer.conftest import ROOT, TORCHRUN, run, strict_json
+from tests.support.trainer_runs import ROOT, TORCHRUN, run, strict_json
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "2"]
 

@@ -26,11 +26,10 @@ import pytest
 from lab.cluster import training
 from lab.cluster.pods import GRACE_PERIOD_SECONDS, REQUIRE_CIFAR10
 from lab.config import load_stack
+from tests.support.apiserver import TOKEN, Recorder, recording_server, service_account
 from tests.support.network import free_port
 from tests.support.processes import children
-from tests.trainer.apiserver import Recorder, recording_server
-from tests.trainer.conftest import SMALL, read_json, start, wait_for
-from tests.trainer.test_handoff import TOKEN, service_account
+from tests.support.trainer_runs import SMALL, read_json, start, wait_for
 from trainer import readiness
 
 RUN = "lifecycle"

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.network import free_port
-from tests.trainer.conftest import ROOT, SMALL, read_json, run, start, torchrun, trainer, wait_for
+from tests.support.trainer_runs import ROOT, SMALL, read_json, run, start, torchrun, trainer, wait_for
 from trainer.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
 
 

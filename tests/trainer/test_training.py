@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.support.processes import children
-from tests.trainer.conftest import (
+from tests.support.trainer_runs import (
     ROOT,
     SMALL,
     epochs_logged,

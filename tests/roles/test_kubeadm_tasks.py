@@ -1,0 +1,295 @@
+"""The kubeadm role's decisions, run by Ansible for real with kubeadm replaced by a recording stand-in.
+
+`kubeadm init` writes admin.conf in an early phase: a re-run after a late failure must reset the
+leftovers and init again (not skip init because admin.conf exists), and the failure must show
+kubeadm's words with the join token taken out. A `kubeadm join` that failed leaves the CA and the
+bootstrap kubeconfig, which the next join's preflight refuses (the stand-in applies kubeadm's
+rule). containerd's configuration is backed up only when the machine had its own, never the
+lab's from an earlier run. A node given GPUs after the install gets the nvidia runtime in
+containerd although the lab's base configuration did not change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from lab.bootstrap.tokens import new_kubeadm_token
+from tests.support.local_play import run_tasks
+
+DATA = Path(__file__).parent / "data"
+
+# Records its arguments; `init` leaves admin.conf behind (the early kubeconfig phase) and fails
+# late, printing the token the way kubeadm's join hint does, while $FAKE_DIR/fail exists.
+FAKE_KUBEADM = """\
+echo "$*" >> "$FAKE_DIR/calls"
+case "$1" in
+  init)
+    touch "$FAKE_DIR/admin.conf"
+    if [ -f "$FAKE_DIR/fail" ]; then
+      echo "[addons] error: unable to create CoreDNS; kubeadm join --token $(cat "$FAKE_DIR/token")" >&2
+      exit 1
+    fi ;;
+  reset) rm -f "$FAKE_DIR/admin.conf" ;;
+esac
+"""
+
+
+def _init(work: Path, token: str) -> tuple[int, str]:
+    variables = {
+        "lab_kubeadm_token": token,
+        "kubeadm_config_file": str(work / "kubeadm.yaml"),
+        "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
+        "kubeadm_init_done": str(work / "init-done"),
+        "kubeadm_init_leftovers": [str(work / "admin.conf")],
+    }
+    done = run_tasks(
+        "kubeadm", "init.yml", work / "ansible", variables, {"kubeadm": FAKE_KUBEADM}, {"FAKE_DIR": str(work)}
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def _calls(work: Path) -> list[str]:
+    calls = work / "calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+@pytest.mark.slow
+def test_a_rerun_after_a_late_init_failure_resets_and_inits_again(tmp_path: Path) -> None:
+    token = new_kubeadm_token()
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "fail").touch()
+
+    rc, output = _init(tmp_path, token)
+    assert rc != 0
+    assert "unable to create CoreDNS" in output, "kubeadm's error must reach the operator"
+    assert "<join token>" in output
+    assert token not in output and token.split(".")[1] not in output
+    assert (tmp_path / "admin.conf").exists() and not (tmp_path / "init-done").exists()
+
+    (tmp_path / "fail").unlink()
+    rc, output = _init(tmp_path, token)
+    assert rc == 0, output
+    config = str(tmp_path / "kubeadm.yaml")
+    assert _calls(tmp_path) == [f"init --config {config}", "reset --force", f"init --config {config}"]
+    assert (tmp_path / "init-done").exists()
+
+    rc, output = _init(tmp_path, token)
+    assert rc == 0, output
+    assert len(_calls(tmp_path)) == 3, "a completed init is not run again"
+
+
+# `join` applies kubeadm's join preflight to the files (cmd/kubeadm/app/preflight/checks.go,
+# JoinNodeChecks: FileAvailable for kubelet.conf, bootstrap-kubelet.conf and the CA, in kubeadm's
+# own words), then writes the CA and the bootstrap kubeconfig (the kubelet-start phase) and, unless
+# $FAKE_DIR/fail exists, kubelet.conf once the kubelet bootstrapped, removing the bootstrap file.
+# `reset` removes the files (cleanupnode.go).
+FAKE_KUBEADM_JOIN = """\
+echo "$*" >> "$FAKE_DIR/calls"
+case "$1" in
+  join)
+    refused=
+    for f in kubelet.conf bootstrap-kubelet.conf ca.crt; do
+      if [ -e "$FAKE_DIR/$f" ]; then
+        echo "[ERROR FileAvailable-$f]: $FAKE_DIR/$f already exists" >&2
+        refused=yes
+      fi
+    done
+    [ -z "$refused" ] || { echo "[preflight] Some fatal errors occurred" >&2; exit 1; }
+    touch "$FAKE_DIR/ca.crt" "$FAKE_DIR/bootstrap-kubelet.conf"
+    if [ -f "$FAKE_DIR/fail" ]; then echo "timed out waiting for the kubelet to bootstrap" >&2; exit 1; fi
+    touch "$FAKE_DIR/kubelet.conf"
+    rm -f "$FAKE_DIR/bootstrap-kubelet.conf" ;;
+  reset) rm -f "$FAKE_DIR/kubelet.conf" "$FAKE_DIR/bootstrap-kubelet.conf" "$FAKE_DIR/ca.crt" ;;
+esac
+"""
+
+
+def _join(work: Path) -> tuple[int, str]:
+    variables = {
+        "node_role": "agent",
+        "node_address": "10.77.0.12",
+        "lab_server_name": "node",
+        "lab_server_address": "10.77.0.11",
+        "lab_api_port": 6443,
+        "lab_kubernetes_minor": 33,
+        "lab_kubeadm_token": new_kubeadm_token(),
+        "kubeadm_ca_hash": "0" * 64,
+        "kubeadm_config_file": str(work / "kubeadm.yaml"),
+        "kubeadm_kubelet_kubeconfig": str(work / "kubelet.conf"),
+        "kubeadm_join_leftovers": [str(work / "bootstrap-kubelet.conf"), str(work / "ca.crt")],
+    }
+    done = run_tasks(
+        "kubeadm",
+        "worker.yml",
+        work / "ansible",
+        variables,
+        {"kubeadm": FAKE_KUBEADM_JOIN},
+        {"FAKE_DIR": str(work)},
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_rerun_after_a_failed_join_resets_and_joins_again(tmp_path: Path) -> None:
+    (tmp_path / "fail").touch()
+    rc, _output = _join(tmp_path)
+    assert rc != 0
+    assert (tmp_path / "ca.crt").exists() and (tmp_path / "bootstrap-kubelet.conf").exists()
+
+    (tmp_path / "fail").unlink()
+    rc, output = _join(tmp_path)
+    assert rc == 0, output
+    join = f"join --config {tmp_path / 'kubeadm.yaml'}"
+    assert _calls(tmp_path) == [join, "reset --force", join]
+
+    rc, output = _join(tmp_path)
+    assert rc == 0, output
+    assert len(_calls(tmp_path)) == 3, "a completed join is not run again"
+
+
+def _backup(work: Path) -> str | None:
+    variables = {
+        "kubeadm_containerd_config": str(work / "config.toml"),
+        "kubeadm_containerd_base": str(work / "config.toml.k8scifar-base"),
+        "kubeadm_containerd_backup": str(work / "saved" / "config.toml.orig"),
+    }
+    done = run_tasks("kubeadm", "containerd_backup.yml", work / "ansible", variables)
+    assert done.returncode == 0, done.stdout + done.stderr
+    saved = work / "saved" / "config.toml.orig"
+    return saved.read_text() if saved.exists() else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes the backup owned by root; CI runs as root")
+@pytest.mark.slow
+def test_only_the_machine_s_own_containerd_configuration_is_kept(tmp_path: Path) -> None:
+    ubuntu, debian = tmp_path / "ubuntu", tmp_path / "debian"
+    for machine in (ubuntu, debian):
+        (machine / "saved").mkdir(parents=True)
+    (debian / "config.toml").write_text("# the machine's own\n")
+
+    # First run: Ubuntu's containerd ships no configuration, Debian's machine has one.
+    assert _backup(ubuntu) is None
+    assert _backup(debian) == "# the machine's own\n"
+
+    # The lab writes its configuration; a second run must not take it for the machine's.
+    for machine in (ubuntu, debian):
+        (machine / "config.toml.k8scifar-base").write_text("# the lab's\n")
+        (machine / "config.toml").write_text("# the lab's\n")
+    assert _backup(ubuntu) is None
+    assert _backup(debian) == "# the machine's own\n"
+
+
+@contextmanager
+def _served(folder: Path) -> Iterator[str]:
+    """`folder` on a web server on loopback, as a release page serves its assets."""
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _flannel(work: Path, url: str, **pins: str) -> tuple[int, str]:
+    variables = {
+        "kubeadm_flannel_manifest_url": url,
+        "kubeadm_flannel_manifest": str(work / "kube-flannel.yml"),
+        "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
+        "kubeadm_flannel_iface_argv": [],
+        **pins,
+    }
+    fakes = {"kubectl": 'echo "$*" >> "$FAKE_DIR/calls"'}
+    done = run_tasks("kubeadm", "flannel.yml", work / "ansible", variables, fakes, {"FAKE_DIR": str(work)})
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_flannel_manifest_that_is_not_the_pinned_one_is_never_applied(tmp_path: Path) -> None:
+    site = tmp_path / "release"
+    site.mkdir()
+    (site / "kube-flannel.yml").write_text("kind: DaemonSet  # what a moved tag or a proxy serves\n")
+    with _served(site) as base:
+        rc, output = _flannel(tmp_path, f"{base}/kube-flannel.yml")
+    assert rc != 0 and "checksum" in output.lower(), output
+    assert _calls(tmp_path) == [], "kubectl applied a manifest that is not the pinned one"
+    assert not (tmp_path / "kube-flannel.yml").exists()
+
+
+def test_the_pinned_flannel_manifest_is_applied_from_the_checked_copy(tmp_path: Path) -> None:
+    site = tmp_path / "release"
+    site.mkdir()
+    manifest = site / "kube-flannel.yml"
+    manifest.write_text("kind: DaemonSet\n")
+    pinned = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    with _served(site) as base:
+        rc, output = _flannel(tmp_path, f"{base}/kube-flannel.yml", kubeadm_flannel_manifest_sha256=pinned)
+    assert rc == 0, output
+    assert _calls(tmp_path) == [f"--kubeconfig {tmp_path}/admin.conf apply -f {tmp_path}/kube-flannel.yml"]
+
+
+# containerd, kubeadm, nvidia-ctk and systemctl as the containerd tasks meet them: nvidia-ctk adds
+# its runtime to the file it edits (as `runtime configure --runtime=containerd` does), systemctl
+# reports containerd and the kubelet loaded and running and records what it is asked to do.
+CONTAINERD_FAKES = {
+    "containerd": 'cat "$FAKE_DIR/default.toml"',
+    "kubeadm": "echo registry.k8s.io/pause:3.10",
+    "nvidia-ctk": (
+        'echo "$*" >> "$FAKE_DIR/calls"\n'
+        'printf \'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\\n'
+        '  BinaryName = "/usr/bin/nvidia-container-runtime"\\n\' >> "$FAKE_DIR/config.toml"'
+    ),
+    "systemctl": (
+        'case "$1" in\n'
+        "  show) printf 'LoadState=loaded\\nActiveState=active\\nUnitFileState=enabled\\n' ;;\n"
+        "  is-enabled) echo enabled ;;\n"
+        '  *) echo "systemctl $*" >> "$FAKE_DIR/calls" ;;\n'
+        "esac"
+    ),
+}
+
+
+def _containerd(work: Path, gpus: int) -> list[str]:
+    """The kubeadm role's containerd tasks on a node with `gpus` GPUs; the calls they made."""
+    (work / "calls").unlink(missing_ok=True)
+    variables = {
+        "kubeadm_containerd_config": str(work / "config.toml"),
+        "kubeadm_containerd_base": str(work / "config.toml.k8scifar-base"),
+        "kubeadm_containerd_backup": str(work / "config.toml.orig"),
+        "lab_kubernetes_version": "1.33.5",
+        "node_gpus": gpus,
+    }
+    done = run_tasks(
+        "kubeadm", "containerd.yml", work / "ansible", variables, CONTAINERD_FAKES, {"FAKE_DIR": str(work)}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return _calls(work)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="the role writes containerd's files owned by root; CI runs as root"
+)
+@pytest.mark.slow
+def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None:
+    """The lab's base configuration does not change when a node gets GPUs after the install, so
+    the runtime is added because containerd's configuration lacks it, and containerd restarted."""
+    (tmp_path / "default.toml").write_text((DATA / "containerd-1.7.24-default.toml").read_text())
+    assert _containerd(tmp_path, 0) == ["systemctl restart containerd"]
+    assert "nvidia" not in (tmp_path / "config.toml").read_text()
+    assert _containerd(tmp_path, 0) == [], "an unchanged node is left alone"
+
+    assert _containerd(tmp_path, 1) == [
+        "runtime configure --runtime=containerd",
+        "systemctl restart containerd",
+    ]
+    assert "nvidia-container-runtime" in (tmp_path / "config.toml").read_text()
+    assert _containerd(tmp_path, 1) == [], "a node that has the runtime is left alone"
