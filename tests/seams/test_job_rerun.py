@@ -89,7 +89,8 @@ def test_the_stack_awaits_three_jobs() -> None:
 def test_a_rerun_waits_for_jobs_that_still_run(tmp_path: Path) -> None:
     fates, asked = next_up_with_live("running", tmp_path)
     assert set(fates.values()) == {"waits"}, fates
-    assert asked == set(awaited_jobs(recorded(STACK)).values()), "the program reads each awaited Job"
+    jobs = {path for path in asked if path.startswith("/apis/batch/")}
+    assert jobs == set(awaited_jobs(recorded(STACK)).values()), "the program reads each awaited Job"
 
 
 def test_a_rerun_runs_failed_jobs_again(tmp_path: Path) -> None:
