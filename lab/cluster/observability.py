@@ -78,7 +78,6 @@ from lab.config.monitoring import (
     GRAFANA,
     GRAFANA_ADMIN_SECRET,
     GRAFANA_ADMIN_USER,
-    NODE_EXPORTER_PORT,
     NODES_JOB,
     PROMETHEUS,
     RANKS_JOB,
@@ -95,6 +94,7 @@ COMPONENT = "observability"
 DASHBOARDS = Path(__file__).with_name("dashboards")
 NAME_LABEL = "app.kubernetes.io/name"
 PROMETHEUS_POD_LABELS = {NAME_LABEL: "prometheus", "app.kubernetes.io/component": "server"}
+NODE_EXPORTER_POD_LABELS = {NAME_LABEL: "prometheus-node-exporter"}
 DCGM_EXPORTER_PORT = 9400  # NVIDIA/dcgm-exporter deployment/values.yaml service.port
 # Kueue's controller serves /metrics over HTTPS on 8443 to callers allowed `get` on the
 # non-resource URL /metrics (config.kueue.x-k8s.io metrics.bindAddress, lab.cluster.gang), which
@@ -176,7 +176,7 @@ def scrape_jobs(lab: LabConfig, selector: dict[str, str]) -> list[dict[str, Any]
     exporters = exporters_namespace(lab)
     jobs = [
         _pod_job(RANKS_JOB, lab.namespace, selector, lab.observability.metrics_port),
-        _pod_job(NODES_JOB, exporters, {NAME_LABEL: "prometheus-node-exporter"}, NODE_EXPORTER_PORT),
+        _pod_job(NODES_JOB, exporters, NODE_EXPORTER_POD_LABELS, lab.observability.node_exporter_port),
     ]
     if lab.has_gpus:
         jobs.append(_pod_job("gpus", exporters, {NAME_LABEL: "dcgm-exporter"}, DCGM_EXPORTER_PORT))
@@ -284,8 +284,17 @@ def grafana_values(lab: LabConfig) -> dict[str, Any]:
     }
 
 
-def node_exporter_values() -> dict[str, Any]:
-    return {"resources": SIZES["node-exporter"].resources(), "tolerations": [{"operator": "Exists"}]}
+def node_exporter_values(lab: LabConfig) -> dict[str, Any]:
+    port = lab.observability.node_exporter_port
+    return {
+        "resources": SIZES["node-exporter"].resources(),
+        "tolerations": [{"operator": "Exists"}],
+        # The chart listens on `service.port` on the node's network, and names it as the container
+        # port the probes use; its Service targets `service.targetPort`
+        # (charts/prometheus-node-exporter templates/daemonset.yaml `--web.listen-address`,
+        # values.yaml): both move, so a node whose 9100 is taken can run the lab's exporter.
+        "service": {"port": port, "targetPort": port},
+    }
 
 
 def dcgm_exporter_values() -> dict[str, Any]:
@@ -376,7 +385,7 @@ def declare_observability(scope: Scope, gpu: Sequence[pulumi.Resource] = ()) -> 
             NODE_EXPORTER,
             NODE_EXPORTER_CHART,
             NODE_EXPORTER_VERSION,
-            node_exporter_values(),
+            node_exporter_values(lab),
             PROMETHEUS_COMMUNITY_REPOSITORY,
         ),
     ]
