@@ -24,8 +24,8 @@ from trainer.errors import TrainerError
 
 # Where the kubelet mounts the service account's token, the cluster CA and the namespace.
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-# The manager the API server records for `spec.replicas`; Pulumi leaves a field that another
-# manager owns out of its own apply when the field is in ignoreChanges.
+# The manager the API server records for `spec.replicas`: the program reads it to tell a run its
+# rank 0 handed back from one at zero for another reason (lab/cluster/training.py handed_back).
 FIELD_MANAGER = "k8scifar-trainer"
 TIMEOUT_SECONDS = 30
 

@@ -73,8 +73,7 @@ class Cluster(pulumi.ComponentResource):
         scope = Scope(lab, provider, self, namespaces.lab.metadata.name, kubeconfig)
         build_scope = scope.within(namespaces.build.metadata.name)
         gpu_scope = scope.within(namespaces.gpu.metadata.name) if namespaces.gpu else None
-        if gpu_scope:
-            declare_gpu_support(gpu_scope)
+        gpu = declare_gpu_support(gpu_scope) if gpu_scope else []
         gang = declare_gang(scope)
         # Kueue's pod and Job webhooks fail closed on every pod of the lab's namespace: its
         # workloads are declared once Kueue serves (lab.cluster.gang).
@@ -84,7 +83,7 @@ class Cluster(pulumi.ComponentResource):
         image = declare_image(build_scope, registry, context)
         dataset = declare_dataset(workloads, storage, image)
         declare_network_policies(scope, build_scope, gpu_scope)
-        observability = declare_observability(scope)
+        observability = declare_observability(scope, gpu)
         training = declare_training(workloads, storage, image, dataset, gang)
         sweep = declare_sweep(workloads, storage, image, dataset, training.statefulset, gang)
         runs = storage.location(RUNS)

@@ -73,18 +73,26 @@ def _request(kubeconfig: str, path: str) -> tuple[urllib.request.Request, ssl.SS
     return urllib.request.Request(cluster["server"].rstrip("/") + path, headers=headers), tls
 
 
+def read_object(kubeconfig: str, path: str) -> dict[str, Any] | None:
+    """The object at the API path `path`, or None when there is none to read: no such object, no
+    cluster yet, an unreachable or refusing API server, an answer that is no JSON object."""
+    try:
+        request, tls = _request(kubeconfig, path)
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=tls) as reply:
+            found = json.load(reply)
+    # HTTPException: a server or proxy that drops the connection mid-reply (BadStatusLine,
+    # IncompleteRead), which is no OSError.
+    except (OSError, ValueError, urllib.error.URLError, http.client.HTTPException, yaml.YAMLError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def has_failed(kubeconfig: str, namespace: str, name: str) -> bool:
     """Whether the Job `namespace/name` exists with its Failed condition True. Anything else (no
     such Job, no cluster yet, an unreachable or refusing API server) is False: then nothing is
     replaced, and `up` awaits the Job as pulumi-kubernetes would."""
-    path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"
-    try:
-        request, tls = _request(kubeconfig, path)
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=tls) as reply:
-            job = json.load(reply)
-    # HTTPException: a server or proxy that drops the connection mid-reply (BadStatusLine,
-    # IncompleteRead), which is no OSError.
-    except (OSError, ValueError, urllib.error.URLError, http.client.HTTPException, yaml.YAMLError):
+    job = read_object(kubeconfig, f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}")
+    if job is None:
         return False
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)

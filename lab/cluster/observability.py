@@ -13,12 +13,24 @@ Four pinned official charts (lab.cluster.versions), each configured here, nothin
   link's speed, what `iftop` shows).
 - `dcgm-exporter` (NVIDIA), GPU labs only: utilisation, memory, power and temperature per GPU,
   each series labelled with the pod and namespace holding the GPU (the exporter asks the
-  kubelet's pod-resources socket; chart values `kubernetes.enablePodLabels`).
+  kubelet's pod-resources socket; chart values `kubernetes.enablePodLabels`). It runs under the
+  lab's `nvidia` RuntimeClass (chart value `runtimeClassName`): neither k3s nor the kubeadm role
+  makes that runtime the default, and under runc the exporter finds neither the GPUs nor the
+  driver's libraries and exits (NVIDIA/dcgm-exporter internal/pkg/dcgmprovider/dcgm.go).
 - `grafana` (grafana-community, where Grafana's chart moved in 2026): the dashboards in
   lab/cluster/dashboards/, provisioned from those files, and Prometheus as its data source. Its
   admin password is a Pulumi secret the program draws once (lab.cluster.generated_secret), handed to the
   chart through a Secret of the lab's (chart values `admin.existingSecret`), never through the
   release's values, and exported as the secret stack output `grafanaAdminPassword`.
+
+Monitoring never gates training. Every release is installed with `skipAwait`: pulumi-kubernetes
+otherwise runs Helm's install with `Wait` for up to 300 s (provider/pkg/provider/helm_release.go,
+`client.Wait = !newRelease.SkipAwait`, `defaultTimeoutSeconds`) and fails the release when its
+pods are not ready by then, and one failed step makes the engine start no other
+(pulumi pkg/resource/deploy/step_executor.go `cancelDueToError`): a crash-looping exporter would
+keep the dataset Job and the training StatefulSet from ever being created. Nothing that trains
+depends on a release of this module (tests/seams/test_monitoring_awaits.py); a pod of the stack
+that does not start is `labctl status`'s and `kubectl`'s to show.
 
 Prometheus and Grafana run in `<namespace>-monitoring` at Pod Security `restricted`, like the
 lab's own namespace; both exporters need the host (its network namespace, /proc and /sys, the
@@ -30,6 +42,7 @@ sum on the server node is held to `BUDGET` (docs/observability.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +55,7 @@ from lab.cluster import training
 from lab.cluster.gang import KUEUE_NAMESPACE
 from lab.cluster.generated_secret import GeneratedSecret
 from lab.cluster.namespace import lab_namespace
-from lab.cluster.pods import GPU_NODE_LABEL, GPU_TOLERATION
+from lab.cluster.pods import GPU_NODE_LABEL, GPU_RUNTIME_CLASS, GPU_TOLERATION
 from lab.cluster.scope import Scope
 from lab.cluster.security import PRIVILEGED, RESTRICTED, Size, container_security
 from lab.cluster.versions import (
@@ -65,7 +78,6 @@ from lab.config.monitoring import (
     GRAFANA,
     GRAFANA_ADMIN_SECRET,
     GRAFANA_ADMIN_USER,
-    NODE_EXPORTER_PORT,
     NODES_JOB,
     PROMETHEUS,
     RANKS_JOB,
@@ -82,6 +94,7 @@ COMPONENT = "observability"
 DASHBOARDS = Path(__file__).with_name("dashboards")
 NAME_LABEL = "app.kubernetes.io/name"
 PROMETHEUS_POD_LABELS = {NAME_LABEL: "prometheus", "app.kubernetes.io/component": "server"}
+NODE_EXPORTER_POD_LABELS = {NAME_LABEL: "prometheus-node-exporter"}
 DCGM_EXPORTER_PORT = 9400  # NVIDIA/dcgm-exporter deployment/values.yaml service.port
 # Kueue's controller serves /metrics over HTTPS on 8443 to callers allowed `get` on the
 # non-resource URL /metrics (config.kueue.x-k8s.io metrics.bindAddress, lab.cluster.gang), which
@@ -163,7 +176,7 @@ def scrape_jobs(lab: LabConfig, selector: dict[str, str]) -> list[dict[str, Any]
     exporters = exporters_namespace(lab)
     jobs = [
         _pod_job(RANKS_JOB, lab.namespace, selector, lab.observability.metrics_port),
-        _pod_job(NODES_JOB, exporters, {NAME_LABEL: "prometheus-node-exporter"}, NODE_EXPORTER_PORT),
+        _pod_job(NODES_JOB, exporters, NODE_EXPORTER_POD_LABELS, lab.observability.node_exporter_port),
     ]
     if lab.has_gpus:
         jobs.append(_pod_job("gpus", exporters, {NAME_LABEL: "dcgm-exporter"}, DCGM_EXPORTER_PORT))
@@ -271,12 +284,25 @@ def grafana_values(lab: LabConfig) -> dict[str, Any]:
     }
 
 
-def node_exporter_values() -> dict[str, Any]:
-    return {"resources": SIZES["node-exporter"].resources(), "tolerations": [{"operator": "Exists"}]}
+def node_exporter_values(lab: LabConfig) -> dict[str, Any]:
+    port = lab.observability.node_exporter_port
+    return {
+        "resources": SIZES["node-exporter"].resources(),
+        "tolerations": [{"operator": "Exists"}],
+        # The chart listens on `service.port` on the node's network, and names it as the container
+        # port the probes use; its Service targets `service.targetPort`
+        # (charts/prometheus-node-exporter templates/daemonset.yaml `--web.listen-address`,
+        # values.yaml): both move, so a node whose 9100 is taken can run the lab's exporter.
+        "service": {"port": port, "targetPort": port},
+    }
 
 
 def dcgm_exporter_values() -> dict[str, Any]:
     return {
+        # The toolkit's hook, which hands the exporter the GPUs and the driver's libraries, runs
+        # only under the nvidia runtime (NVIDIA/dcgm-exporter deployment/values.yaml
+        # `runtimeClassName`, read by templates/daemonset.yaml).
+        "runtimeClassName": GPU_RUNTIME_CLASS,
         "resources": SIZES["dcgm-exporter"].resources(),
         "nodeSelector": {GPU_NODE_LABEL: "true"},
         "tolerations": [GPU_TOLERATION],
@@ -302,6 +328,8 @@ def _release(
         namespace=scope.namespace,
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
         values=values,
+        # Created once Helm has created the chart's objects, ready or not (module docstring).
+        skip_await=True,
         opts=scope.opts(*depends_on),
     )
 
@@ -326,8 +354,9 @@ def grafana_admin(scope: Scope) -> tuple[k8s.core.v1.Secret, pulumi.Output[str]]
     return secret, kept
 
 
-def declare_observability(scope: Scope) -> Observability | None:
-    """The stack above on a lab whose `observability.enabled` is on (the default); nothing otherwise."""
+def declare_observability(scope: Scope, gpu: Sequence[pulumi.Resource] = ()) -> Observability | None:
+    """The stack above on a lab whose `observability.enabled` is on (the default); nothing otherwise.
+    `gpu`: the GPU support objects (the `nvidia` RuntimeClass among them) dcgm-exporter's pods need."""
     lab = scope.lab
     if not lab.observability.enabled:
         return None
@@ -356,7 +385,7 @@ def declare_observability(scope: Scope) -> Observability | None:
             NODE_EXPORTER,
             NODE_EXPORTER_CHART,
             NODE_EXPORTER_VERSION,
-            node_exporter_values(),
+            node_exporter_values(lab),
             PROMETHEUS_COMMUNITY_REPOSITORY,
         ),
     ]
@@ -369,6 +398,7 @@ def declare_observability(scope: Scope) -> Observability | None:
                 DCGM_EXPORTER_VERSION,
                 dcgm_exporter_values(),
                 DCGM_EXPORTER_REPOSITORY,
+                *gpu,
             )
         )
     return Observability(monitoring, exporters, releases, password)

@@ -7,9 +7,12 @@ One pod runs CNCF Distribution twice over the same storage:
 - `pull` (port 5001) with the storage in read-only maintenance mode (distribution
   docs/content/about/configuration.md, `storage.maintenance.readonly`; set through the
   environment as a map, distribution/distribution#1736), behind the NodePort every node's
-  container runtime pulls from. `externalTrafficPolicy: Local` keeps the client's address, so the
-  `registry-pull` NetworkPolicy can admit the nodes' addresses and nothing else; the pod runs on
-  the server, which is the address the nodes pull from. Whoever reaches the port can only read.
+  container runtime pulls from. `externalTrafficPolicy: Local` keeps the address of a client
+  on another machine, so the `registry-pull` NetworkPolicy can admit the nodes' addresses and
+  nothing else; the pod runs on the server, which is the address the nodes pull from. The server's
+  own pulls are masqueraded by kube-proxy to its pod bridge and pass by k3s's policy controller's
+  rule for a pod's own machine (tests/seams/test_registry_pull.py). Whoever reaches the port can
+  only read.
 
 The images live in an emptyDir on the server's own disk, off the NFS export (whose every client's
 root could otherwise rewrite them). It goes with the pod: a registry pod that is deleted or

@@ -6,14 +6,28 @@ stable DNS name that every pod's torchrun rendezvouses at. Each pod is one torch
 environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, PET_NPROC_PER_NODE, RANK). A pod turns Ready
 once its ranks have joined the process group and trained a step, so `pulumi up` returns when
 every rank trains; when the run is complete, rank 0 scales the StatefulSet to zero.
+
+How many replicas the program declares (`declared_replicas`): a run is its name (`run_name`, a
+hash of what it computes, world size included). The program reads the StatefulSet the cluster
+holds as it runs; when that is this very run and its rank 0 has scaled it to zero, the program
+declares zero, and the run's world size in every other case. No `ignoreChanges`: the engine puts
+the stored value of an ignored property in place of the program's, also when it replaces the
+resource (pulumi/pulumi pkg/resource/deploy/step_generator.go `processIgnoreChanges`), and a
+`pulumi refresh` stores the live count (pulumi-kubernetes provider/pkg/provider/provider.go
+Read), so a finished run's zero would be the next run's count. And no replacement for a change of
+`spec.replicas` alone: pulumi-kubernetes compares the new inputs with the live state it stored
+(provider.go Diff), so an unrefreshed state after a scale-down differs from a finished run's zero
+in the replica count only, which is an in-place update to what the cluster already has.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -21,6 +35,7 @@ import pulumi_kubernetes as k8s
 from lab.cluster.awaits import TRAINING_TIMEOUT
 from lab.cluster.gang import TOPOLOGY_ANNOTATION, Gang, gang_opts
 from lab.cluster.image import TrainerImage
+from lab.cluster.live_jobs import read_object
 from lab.cluster.pods import (
     HOSTNAME_TOPOLOGY,
     field_env,
@@ -36,6 +51,7 @@ from lab.cluster.scope import Scope
 from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
 from trainer import contract
+from trainer.handoff import FIELD_MANAGER as HANDOFF_FIELD_MANAGER
 
 APP = "trainer"
 COMPONENT = "training"
@@ -78,6 +94,38 @@ def run_name(lab: LabConfig, image_tag: str) -> str:
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:10]
     return f"{t.model.value}-{digest}"
+
+
+def handed_back(statefulset: Mapping[str, Any], run: str) -> bool:
+    """Whether `statefulset`, as the API server reports it, is the run `run` scaled to zero by its
+    own rank 0: the run's annotation, no replicas, and `spec.replicas` held by the hand-off's field
+    manager. The API server records a write of the `scale` subresource under the StatefulSet's
+    `spec.replicas` in `metadata.managedFields` (kubernetes pkg/registry/apps/statefulset/storage/
+    storage.go, `replicasPathInStatefulSet`); trainer/handoff.py writes it as HANDOFF_FIELD_MANAGER
+    only once the run is complete. A set at zero for any other reason (created so by an older lab,
+    scaled by hand) is not a finished run."""
+    metadata = statefulset.get("metadata") or {}
+    spec = statefulset.get("spec") or {}
+    if (metadata.get("annotations") or {}).get(RUN_ANNOTATION) != run or spec.get("replicas") != 0:
+        return False
+    return any(
+        isinstance(entry, dict)
+        and entry.get("manager") == HANDOFF_FIELD_MANAGER
+        and "f:replicas" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})
+        for entry in metadata.get("managedFields") or []
+    )
+
+
+def declared_replicas(lab: LabConfig, kubeconfig: str, namespace: str, run: str) -> int:
+    """The StatefulSet's `spec.replicas` for run `run`: zero once its rank 0 has handed the run back
+    (`handed_back`), the run's pods otherwise; with no cluster to ask (a first `up`, `labctl
+    render`, an API server that does not answer), the run's pods."""
+    if kubeconfig:
+        path = f"/apis/apps/v1/namespaces/{quote(namespace)}/statefulsets/{quote(NAME)}"
+        live = read_object(kubeconfig, path)
+        if live is not None and handed_back(live, run):
+            return 0
+    return lab.world.pods
 
 
 def pod_address(lab: LabConfig, pod: str) -> str:
@@ -208,6 +256,11 @@ def _pod_spec(
     )
 
 
+def replaced_on(spec: Mapping[str, Any]) -> list[str]:
+    """The StatefulSet's replaceOnChanges: every field of its spec but the replica count."""
+    return [f"spec.{key}" for key in spec if key != "replicas"]
+
+
 def declare_training(
     scope: Scope, storage: Storage, image: TrainerImage, dataset: pulumi.Resource, gang: Gang | None
 ) -> Training:
@@ -228,6 +281,24 @@ def declare_training(
         },
         opts=scope.opts(),
     )
+    replicas = pulumi.Output.all(scope.kubeconfig, scope.namespace).apply(
+        lambda v: declared_replicas(lab, v[0], v[1], name)
+    )
+    spec = {
+        "serviceName": service.metadata.name,
+        # Zero once the run's rank 0 has handed it back, the run's pods otherwise (module docstring).
+        "replicas": replicas,
+        # Every rank must be up at once for the rendezvous; ordered start-up would deadlock.
+        "podManagementPolicy": "Parallel",
+        "selector": {"matchLabels": scope.selector(APP, COMPONENT)},
+        "template": {
+            "metadata": {
+                "labels": scope.labels(APP, COMPONENT),
+                **({"annotations": a} if (a := _template_annotations(lab, gang)) else {}),
+            },
+            "spec": _pod_spec(scope, storage, image, name, rights.service_account.metadata.name),
+        },
+    }
     statefulset = k8s.apps.v1.StatefulSet(
         "trainer",
         metadata={
@@ -235,33 +306,17 @@ def declare_training(
             # With Kueue the ranks are one pod group, admitted all together or not at all, ahead of a sweep.
             "labels": {**scope.labels(APP, COMPONENT), **queue_labels},
         },
-        spec={
-            "serviceName": service.metadata.name,
-            "replicas": lab.world.pods,
-            # Every rank must be up at once for the rendezvous; ordered start-up would deadlock.
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": scope.selector(APP, COMPONENT)},
-            "template": {
-                "metadata": {
-                    "labels": scope.labels(APP, COMPONENT),
-                    **({"annotations": a} if (a := _template_annotations(lab, gang)) else {}),
-                },
-                "spec": _pod_spec(scope, storage, image, name, rights.service_account.metadata.name),
-            },
-        },
+        spec=spec,
         opts=scope.opts(
             image.job,
             dataset,
             *rights.resources,
             *queue,
-            # Rank 0 scales a finished run to zero: that drift is the run's own doing. Pulumi then
-            # leaves `spec.replicas`, owned by the trainer's field manager, out of its apply
-            # (pulumi/pulumi-kubernetes#2566), so an unchanged `up` does not start the run again.
-            ignore_changes=["spec.replicas"],
             # A rolling update waits for each new rank to turn Ready, which it cannot do while
             # the other ranks still run the old inputs: a new run replaces the whole set instead,
-            # old pods first so that their GPUs are free.
-            replace_on_changes=["spec"],
+            # old pods first so that their GPUs are free. The replica count alone is no new run:
+            # it changes in place (module docstring).
+            replace_on_changes=replaced_on(spec),
             delete_before_replace=True,
             custom_timeouts=pulumi.CustomTimeouts(create=TRAINING_TIMEOUT, update=TRAINING_TIMEOUT),
         ),

@@ -44,6 +44,11 @@ KUBEADM_SERVER_PORTS = {
     (10259, "tcp"): "scheduler",
 }
 NFS_PORT = {(NFS_PORT_NUMBER, "tcp"): "NFS"}
+# The node exporter's port, which it takes on every node's own network (the chart runs it with
+# hostNetwork): prometheus-community/helm-charts charts/prometheus-node-exporter 4.56.1 values.yaml
+# `service.port`, also the port of Debian's and Ubuntu's `prometheus-node-exporter` package. The
+# stack moves the lab's exporter with `observability.nodeExporterPort`; this is its default.
+NODE_EXPORTER_PORT = 9100
 # kube-proxy may hold any port of the NodePort range on every node for a Service.
 NODE_PORT_RANGE = range(30000, 32768)
 # Linux's default net.ipv4.ip_local_port_range (https://docs.kernel.org/networking/ip-sysctl.html):

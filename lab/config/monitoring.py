@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import urllib.parse
 
-from lab.config import EXPORTERS_NAMESPACE_SUFFIX, MONITORING_NAMESPACE_SUFFIX, LabConfig
+from lab.config import EXPORTERS_NAMESPACE_SUFFIX, MONITORING_NAMESPACE_SUFFIX, LabConfig, Node
+
+# The node exporter's default port, the one `labctl try`'s exporters serve on; the cluster's
+# takes `observability.nodeExporterPort` (lab.config.facts).
+from lab.config.facts import NODE_EXPORTER_PORT as NODE_EXPORTER_PORT
 
 # Release names are fixed, so the Services the charts name after them are known in advance.
 PROMETHEUS = "prometheus"
@@ -35,7 +39,6 @@ DASHBOARD_FOLDER = "k8scifar"
 # try`: the same names, so a query that picks a job means the same in both.
 RANKS_JOB = "ranks"
 NODES_JOB = "nodes"
-NODE_EXPORTER_PORT = 9100  # charts/prometheus-node-exporter values.yaml service.port
 
 
 def monitoring_namespace(lab: LabConfig) -> str:
@@ -69,3 +72,19 @@ def prometheus_api_path(lab: LabConfig, api: str, params: dict[str, str]) -> str
 def password_command(stack: str) -> str:
     """What prints Grafana's admin password: the stack's secret output, shown only when asked."""
     return f"pulumi stack output --stack {stack} --show-secrets {GRAFANA_PASSWORD_OUTPUT}"
+
+
+def host_ports(lab: LabConfig, node: Node) -> dict[tuple[int, str], str]:
+    """(port, protocol) -> purpose, for the ports the monitoring stack takes on `node`'s own network:
+    the node exporter on every node (the chart runs it with hostNetwork and tolerates every taint),
+    and, with ranks on the host network, each rank's metrics port (`P + LOCAL_RANK`) on the nodes
+    that run ranks. Each purpose names the stack key that moves the port."""
+    if not lab.observability.enabled:
+        return {}
+    ports = {(lab.observability.node_exporter_port, "tcp"): "node exporter, observability.nodeExporterPort"}
+    runs_ranks = node.gpus > 0 if lab.has_gpus else True
+    if lab.trainer.host_network and runs_ranks:
+        first = lab.observability.metrics_port
+        for port in range(first, first + lab.world.ranks_per_pod):
+            ports[(port, "tcp")] = "rank metrics, observability.metricsPort"
+    return ports

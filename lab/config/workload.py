@@ -5,9 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from lab.config.facts import EPHEMERAL_PORTS, NOBODY_UID, TRAINER_UID_MIN
+from lab.config.facts import EPHEMERAL_PORTS, NOBODY_UID, NODE_EXPORTER_PORT, TRAINER_UID_MIN
 from lab.config.keys import KeyModel
 from trainer import contract
 from trainer import sweep as trainer_sweep
@@ -234,3 +234,20 @@ class Observability(KeyModel):
         le=EPHEMERAL_PORTS[0] - 1,
         description="Port each rank serves its Prometheus metrics on; not the rendezvous port.",
     )
+    node_exporter_port: int = Field(
+        default=NODE_EXPORTER_PORT,
+        ge=1024,
+        le=EPHEMERAL_PORTS[0] - 1,
+        description="Port the lab's node exporter takes on every node (its host network). Set another"
+        " where a node already runs an exporter on the default (`labctl doctor` names what holds it);"
+        " Prometheus' scrape follows.",
+    )
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> Observability:
+        if self.node_exporter_port == self.metrics_port:
+            raise ValueError(
+                f"nodeExporterPort {self.node_exporter_port} is also metricsPort: on a node that runs ranks"
+                " on the host network both would listen there; choose another, such as 9101"
+            )
+        return self

@@ -3,6 +3,7 @@ check, and a broken input shows up as an error finding with its fix, never as a 
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -14,15 +15,20 @@ from lab.cli.support.locks import OPERATOR_LOCK
 from lab.cli.support.operator_checks import python_dependencies, python_imports
 from lab.cli.support.preflight import (
     ACTIVE_FIREWALL_SCRIPT,
+    Listening,
     existing_cluster_finding,
     firewall_finding,
     gpu_findings,
+    listening_sockets,
+    needed_ports,
     ports_finding,
     uid_finding,
     userns_finding,
 )
-from lab.config import LabConfig, Node
+from lab.config import LabConfig, Node, load_stack, parse_config, read_stack_values, stack_file
+from lab.config.monitoring import NODE_EXPORTER_PORT
 from tests.support.labctl import labctl, loopback_values, node, write_stack
+from tests.support.network import free_port
 from tests.support.sshd import AGENT, NOWHERE, SERVER, THIRD, Sshd
 
 
@@ -173,16 +179,92 @@ def test_doctor_needs_a_stack_file(tmp_path: Path) -> None:
     assert result.code == 2 and "no such stack file" in result.err and "labctl init" in result.err
 
 
+def _ss(*lines: str) -> list[Listening]:
+    """What the facts script prints for `ss -Hlt{n,u}p` lines (`tcp|...` or `udp|...`)."""
+    return listening_sockets("\n".join(f"listen_{line[:3]}={line[4:]}" for line in lines))
+
+
+SSHD = 'LISTEN 0 128 0.0.0.0:22 0.0.0.0:* users:(("sshd",pid=812,fd=3))'
+API = "LISTEN 0 4096 *:6443 *:*"  # another user's socket, seen without sudo: no process
+VXLAN = "UNCONN 0 0 0.0.0.0:8472 0.0.0.0:*"
+DNS = 'UNCONN 0 0 127.0.0.53%lo:53 0.0.0.0:* users:(("systemd-resolve",pid=600,fd=13))'
+# Ubuntu's prometheus-node-exporter: comm is the first 15 characters of the program's name.
+UBUNTU_EXPORTER = 'LISTEN 0 4096 *:9100 *:* users:(("prometheus-node",pid=1234,fd=3))'
+
+
 def test_ports_finding_reads_the_nodes_listening_sockets() -> None:
     node = Node(name="n", address="10.0.0.1", user="u", role="server")
     needed = {(6443, "tcp"): "Kubernetes API", (8472, "udp"): "flannel VXLAN"}
     assert (
-        ports_finding(node, {"tcp": "22 6443 ", "udp": ""}, needed).detail
+        ports_finding(node, {}, _ss(f"tcp|{SSHD}", f"tcp|{API}"), needed).detail
         == "already in use: 6443/tcp (Kubernetes API)"
     )
-    assert ports_finding(node, {"tcp": "22", "udp": "8472"}, needed).level.value == "warning"
-    assert ports_finding(node, {"tcp": "22", "udp": "53"}, needed).level.value == "ok"
-    assert "install iproute2" in ports_finding(node, {"ports": "unknown"}, needed).fix
+    assert ports_finding(node, {}, _ss(f"tcp|{SSHD}", f"udp|{VXLAN}"), needed).level.value == "warning"
+    assert ports_finding(node, {}, _ss(f"tcp|{SSHD}", f"udp|{DNS}"), needed).level.value == "ok"
+    assert "install iproute2" in ports_finding(node, {"ports": "unknown"}, [], needed).fix
+
+
+def test_ports_finding_names_the_process_that_holds_a_port() -> None:
+    node = Node(name="n", address="10.0.0.1", user="u", role="agent")
+    lab = load_stack("example-cpu")
+    needed = needed_ports(lab, lab.nodes[1])
+    finding = ports_finding(node, {}, _ss(f"tcp|{SSHD}", f"tcp|{UBUNTU_EXPORTER}"), needed)
+    assert finding.detail == (
+        "already in use: 9100/tcp (node exporter, observability.nodeExporterPort)"
+        " held by prometheus-node (pid 1234)"
+    )
+    assert "stack key" in finding.fix
+    # A name its owner chose is shown as printable text only.
+    hostile = 'LISTEN 0 1 *:9100 *:* users:(("\x1b[2Jx\x07",pid=7,fd=3))'
+    assert "held by [2Jx (pid 7)" in ports_finding(node, {}, _ss(f"tcp|{hostile}"), needed).detail
+
+
+def test_the_lab_takes_the_monitoring_ports_it_declares() -> None:
+    """Every host port of the monitoring stack is one doctor checks: the node exporter's on every
+    node, the ranks' metrics ports on the host network (`P + LOCAL_RANK`) where ranks run."""
+    lab = load_stack("example-gpu")
+    exporter = (lab.observability.node_exporter_port, "tcp")
+    assert all(needed_ports(lab, n)[exporter].startswith("node exporter") for n in lab.nodes)
+    values = read_stack_values(stack_file("example-gpu"))
+    values["trainer"] = {**values["trainer"], "hostNetwork": True}
+    values["observability"] = {"nodeExporterPort": 9101}
+    moved = parse_config(values)
+    gpu_node = next(n for n in moved.nodes if n.gpus)
+    ports = needed_ports(moved, gpu_node)
+    assert (9101, "tcp") in ports and (9100, "tcp") not in ports
+    metrics = {p for (p, _), what in ports.items() if what.startswith("rank metrics")}
+    first = moved.observability.metrics_port
+    assert metrics == set(range(first, first + moved.world.ranks_per_pod))
+    off = parse_config({**values, "observability": {"enabled": False}})
+    assert not any("observability" in what for what in needed_ports(off, gpu_node).values())
+
+
+NODES_ONLY = ("--no-bandwidth", "--nodes-only")
+
+
+@pytest.mark.slow
+def test_doctor_names_what_holds_the_node_exporters_port(sshd: Sshd, tmp_path: Path) -> None:
+    """Ubuntu's prometheus-node-exporter on 9100 would make the lab's exporter crash-loop: doctor
+    names the port, the process and the key that moves the lab's exporter elsewhere."""
+    values = loopback_values(sshd, tmp_path / "export")
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind((SERVER, NODE_EXPORTER_PORT))
+        taken.listen()
+        write_stack(tmp_path, "exporter", values)
+        busy = labctl(
+            "doctor", "--stack", "exporter", "--stacks-dir", tmp_path, "--no-bandwidth", "--nodes-only"
+        )
+        write_stack(tmp_path, "moved", values | {"observability": {"nodeExporterPort": free_port()}})
+        moved = labctl(
+            "doctor", "--stack", "moved", "--stacks-dir", tmp_path, "--no-bandwidth", "--nodes-only"
+        )
+    assert "Traceback" not in busy.err + moved.err
+    details = _details(busy.out, "ports")
+    assert len(details) == 2, busy.out  # both "nodes" are this machine
+    held = f"{NODE_EXPORTER_PORT}/tcp (node exporter, observability.nodeExporterPort) held by"
+    assert all(held in d and f"(pid {os.getpid()})" in d for d in details), details
+    assert all("needed ports free" in d for d in _details(moved.out, "ports")), moved.out
 
 
 def test_gpu_finding_holds_the_driver_and_gpus_to_the_image_s_cuda() -> None:

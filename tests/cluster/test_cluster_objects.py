@@ -244,7 +244,7 @@ def test_unchanged_code_declares_the_same_build_and_changed_code_rolls_the_run(t
     assert second[0] != first[0] and second[1] != first[1]  # a new build Job, a new image
     assert second[2]["template"] != first[2]["template"]  # new image and run name
     sts = _workload(run, "training")
-    assert sts.replace_on_changes == ["spec"] and sts.delete_before_replace
+    assert "spec.template" in sts.replace_on_changes and sts.delete_before_replace
 
 
 def _run_name(**trainer: Any) -> str:
@@ -282,11 +282,13 @@ def test_up_returns_once_every_rank_trains_and_fails_within_minutes_otherwise() 
 
 
 def test_the_program_leaves_a_finished_runs_replica_count_alone() -> None:
-    """Rank 0 scales the StatefulSet to zero; the program must not scale it back (ignoreChanges)
-    while new inputs still replace the whole set (a new run)."""
+    """Rank 0 scales the StatefulSet to zero; the program declares zero for that run, never through
+    ignoreChanges (tests/seams/test_run_replicas.py), while new inputs still replace the whole set
+    (a new run) and the replica count alone changes in place."""
     sts = _workload(recorded("example-gpu"), "training")
-    assert sts.ignore_changes == ["spec.replicas"]
-    assert sts.replace_on_changes == ["spec"] and sts.delete_before_replace
+    assert sts.ignore_changes == []
+    spec_fields = {f"spec.{key}" for key in sts.inputs["spec"]}
+    assert set(sts.replace_on_changes) == spec_fields - {"spec.replicas"} and sts.delete_before_replace
     assert sts.inputs["metadata"]["annotations"]["k8scifar/run"] == recorded("example-gpu").outputs["run"]
     assert "--on-complete" in (args := _trainer(recorded("example-gpu"))["args"])
     assert args[args.index("--on-complete") + 1] == "release"

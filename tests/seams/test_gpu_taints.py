@@ -2,7 +2,7 @@
 
 GPU nodes are often tainted so that only GPU work lands on them. The device plugin tolerates such
 a taint, so the node reports its GPUs; a GPU pod that does not tolerate it can never be placed
-there (the scheduler's TaintToleration filter, restated in tests/seams/kube_rules.py), and the
+there (the scheduler's TaintToleration filter, restated in tests/support/rules/kube_rules.py), and the
 run stays Pending beside allocatable GPUs.
 """
 

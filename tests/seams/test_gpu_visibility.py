@@ -4,7 +4,7 @@ toolkit's settings as the nvidia role writes them on a GPU node.
 The role sets `accept-nvidia-visible-devices-envvar-when-unprivileged = false` so that a pod
 cannot take every GPU by setting NVIDIA_VISIBLE_DEVICES=all. The same rule applies to the device
 plugin, which finds the GPUs through that variable: unless the toolkit counts it as privileged,
-it sees no GPU, reports none, and every GPU pod stays Pending. tests/seams/nvidia_rules.py
+it sees no GPU, reports none, and every GPU pod stays Pending. tests/support/rules/nvidia_rules.py
 restates containerd's capability rule and the toolkit hook's device rule, with their sources.
 
 Both sides as this repository produces them: the node's config.toml after the nvidia role's own
@@ -14,22 +14,27 @@ containers the program declares under the engine's mocks.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from lab.cluster.pods import GPU_RESOURCE
 from lab.cluster.security import PSA_LABEL, RESTRICTED
+from lab.cluster.versions import DCGM_EXPORTER_CHART
 from lab.config import load_stack
 from tests.support.host_files import HostFiles
 from tests.support.program import ProgramRun, containers, env_of, name_of, recorded
 from tests.support.program_objects import gpu_workloads
 from tests.support.rules.nvidia_rules import (
+    DCGM_EXPORTER_CHART_SECURITY,
+    DCGM_EXPORTER_IMAGE_ENV,
     PLUGIN_IMAGE_ENV,
     VISIBLE_DEVICES,
     allocated_mounts,
     bounding_set,
     devices,
+    runtime_devices,
     toolkit_settings,
 )
 from tests.support.shipped import shipped_stacks
@@ -123,6 +128,39 @@ def test_a_plugin_with_every_capability_dropped_sees_no_gpu(settings: dict[str, 
     container = {**_plugin(recorded("example-gpu"))}
     container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert plugin_devices(settings["example-gpu"], container) == []
+
+
+def dcgm_exporter_devices(settings: dict[str, bool], run: ProgramRun) -> list[str]:
+    """What the toolkit gives dcgm-exporter's container: the pod's RuntimeClass from the chart's
+    value, that class's handler as the program declares it, the image's environment, the chart's
+    container security context with the lab's values over it (Helm merges maps)."""
+    (release,) = [r for r in run.helm_releases() if r.inputs["chart"] == DCGM_EXPORTER_CHART]
+    values = release.inputs["values"]
+    handlers = {name_of(c): c.inputs["handler"] for c in run.of_kind("RuntimeClass")}
+    handler = handlers.get(values["runtimeClassName"]) if values.get("runtimeClassName") else None
+    security = {**DCGM_EXPORTER_CHART_SECURITY, **values.get("securityContext", {})}
+    bounding = bounding_set({"securityContext": security})
+    return runtime_devices(handler, settings, DCGM_EXPORTER_IMAGE_ENV, [], bounding)
+
+
+@pytest.mark.parametrize("stack", GPU_STACKS)
+@pytest.mark.slow
+def test_dcgm_exporter_sees_every_gpu_under_the_roles_settings(
+    stack: str, settings: dict[str, dict[str, bool]]
+) -> None:
+    """The exporter asks the driver for every GPU (NVML through DCGM); without the nvidia runtime it
+    finds neither GPUs nor the driver's libraries and exits (NVIDIA/dcgm-exporter
+    internal/pkg/dcgmprovider/dcgm.go)."""
+    assert dcgm_exporter_devices(settings[stack], recorded(stack)) == ["all"]
+
+
+@pytest.mark.slow
+def test_an_exporter_under_the_default_runtime_sees_no_gpu(settings: dict[str, dict[str, bool]]) -> None:
+    """The defect this seam had: no runtimeClassName, so runc started the exporter without the hook."""
+    run = copy.deepcopy(recorded("example-gpu"))
+    (release,) = [r for r in run.helm_releases() if r.inputs["chart"] == DCGM_EXPORTER_CHART]
+    release.inputs["values"].pop("runtimeClassName", None)
+    assert dcgm_exporter_devices(settings["example-gpu"], run) == []
 
 
 def test_the_capability_rule_follows_containerd() -> None:

@@ -1,5 +1,5 @@
 """Seam: the training StatefulSet's pod template against the API server's defaulting and the
-scheduler's NodePorts filter (tests/seams/kube_rules.py restates both from kubernetes).
+scheduler's NodePorts filter (tests/support/rules/kube_rules.py restates both from kubernetes).
 
 With `placement: pack` every rank must land on one node. On the host network the API server
 turns each container port into a host port of the same number, and the scheduler places no two

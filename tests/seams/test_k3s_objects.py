@@ -4,7 +4,7 @@ pulumi-kubernetes creates a new object with a plain create since 4.29 (CHANGELOG
 an object that already exists fails the create with AlreadyExists, and the objects that depend on
 it are never created. So on k3s no object of the program may be one the pinned k3s release
 applies from its packaged manifests, given the `disable` list the k3s role writes into the
-server's config.yaml (tests/seams/k3s_packaged.py restates k3s's staging rule).
+server's config.yaml (tests/support/k3s_packaged.py restates k3s's staging rule).
 
 Both sides as this repository produces them: the server's config.yaml rendered by Ansible from the
 role's template and defaults (tests/support/daemon_files.py), and every object the program declares for

@@ -1,7 +1,7 @@
 """Seams: Kueue, as the program configures and declares it, against `pulumi up`'s awaits, the lab's
 other workloads, and `pulumi destroy`.
 
-tests/seams/kueue_behaviour.py restates Kueue's rules (timeouts, preemption, webhooks) from its
+tests/support/rules/kueue_behaviour.py restates Kueue's rules (timeouts, preemption, webhooks) from its
 source; the other sides are pulumi-kubernetes' awaits (the StatefulSet waits until its rollout
 is ready, up to the resource's custom timeout) and Helm's install and uninstall actions. Every
 input comes from the program's run under the engine's mocks: the manager configuration handed

@@ -8,6 +8,7 @@ It is not the Kubernetes API: no authentication, authorization or object is chec
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import subprocess
@@ -17,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import yaml
 
 
 @dataclass(frozen=True)
@@ -101,3 +104,33 @@ def service_account(folder: Path, ca_file: Path, namespace: str = "k8scifar") ->
     (account / "namespace").write_text(namespace)
     (account / "ca.crt").write_bytes(ca_file.read_bytes())
     return account
+
+
+def kubeconfig(server: Recorder, folder: Path) -> str:
+    """A kubeconfig like the lab's (one cluster, user and context; a client certificate) for `server`."""
+    client_cert, client_key = self_signed(folder / "client")
+    data = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "lab",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{server.port}",
+                    "certificate-authority-data": base64.b64encode(server.ca_file.read_bytes()).decode(),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "lab",
+                "user": {
+                    "client-certificate-data": base64.b64encode(client_cert.read_bytes()).decode(),
+                    "client-key-data": base64.b64encode(client_key.read_bytes()).decode(),
+                },
+            }
+        ],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "lab"}}],
+        "current-context": "lab",
+    }
+    return yaml.safe_dump(data)

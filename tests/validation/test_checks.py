@@ -153,3 +153,12 @@ def test_require_fails_with_every_problem_spelled_out() -> None:
     checks.require([])
     with pytest.raises(AssertionError, match=r"^a is wrong; b is wrong$"):
         checks.require(["a is wrong", "b is wrong"])
+
+
+def test_every_nvidia_device_node_needs_its_dev_char_link() -> None:
+    """`stat -c '%n %t %T'` prints the major and minor in hex: nvidia-uvm's 238 is `ee`."""
+    devices = "/dev/nvidia0 c3 0\n/dev/nvidiactl c3 ff\n/dev/nvidia-uvm ee 0\n"
+    assert checks.dev_char_problems(devices, "1:3\n195:0\n195:255\n238:0\n") == []
+    assert checks.dev_char_problems(devices, "195:0\n195:255\n") == [
+        "/dev/nvidia-uvm has no /dev/char/238:0 link"
+    ]

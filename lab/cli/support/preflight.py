@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
+from dataclasses import dataclass
 
 from lab.bootstrap.inventory import NODE_STATE_DIR
 from lab.cli.support.console import Finding, Level
@@ -16,6 +18,7 @@ from lab.config.facts import (
     MIN_DRIVER_MAJOR,
     USERNS_SYSCTL,
 )
+from lab.config.monitoring import host_ports
 from lab.paths import ANSIBLE_DIR
 from lab.remote.ssh import Remote, SshError
 
@@ -48,8 +51,10 @@ echo "apparmor=$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null || echo
 userns=/proc/sys/kernel/apparmor_restrict_unprivileged_userns
 echo "userns_restricted=$(cat $userns 2>/dev/null || echo absent)"
 if command -v ss >/dev/null; then
-  echo "tcp=$(ss -Hltn | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
-  echo "udp=$(ss -Hlun | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' ')"
+  # As root where sudo allows: ss names the process of a socket only to its owner and to root.
+  if sudo -n true 2>/dev/null; then ss="sudo -n ss"; else ss="ss"; fi
+  $ss -Hltnp | sed 's/^/listen_tcp=/'
+  $ss -Hlunp | sed 's/^/listen_udp=/'
 else
   echo "ports=unknown"
 fi
@@ -61,15 +66,52 @@ echo "clock=$(date +%s.%N)"
 
 
 def needed_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
-    """(port, protocol) -> purpose, for the ports the lab will listen on at this node."""
+    """(port, protocol) -> purpose, for the ports the lab will listen on at this node: the cluster's,
+    the rendezvous on the host network, and the monitoring stack's (lab.config.monitoring)."""
     ports = cluster_ports(cfg, node)
     if cfg.trainer.host_network:
         ports[(cfg.trainer.port, "tcp")] = "DDP rendezvous (hostNetwork)"
-    return ports
+    return ports | host_ports(cfg, node)
 
 
 def _facts(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+@dataclass(frozen=True)
+class Listening:
+    """A listening socket of a node, as `ss -Hl{t,u}np` prints it."""
+
+    port: int
+    protocol: str
+    process: str  # "name (pid N)", or "" where ss did not say (another user's, without sudo)
+
+
+# ss's process column: users:(("name",pid=N,fd=M),...); a name is the process's comm, which its
+# owner chooses: only printable characters of it are shown, at most 15 (the kernel's TASK_COMM_LEN).
+_SS_PROCESS = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+)')
+
+
+def listening_sockets(text: str) -> list[Listening]:
+    """Every `listen_tcp=`/`listen_udp=` line of the facts script's output."""
+    found = []
+    for line in text.splitlines():
+        key, _, row = line.partition("=")
+        if key not in {"listen_tcp", "listen_udp"}:
+            continue
+        fields = row.split(None, 5)
+        if len(fields) < 4:
+            continue
+        port = fields[3].rpartition(":")[2]
+        if not port.isascii() or not port.isdigit():
+            continue
+        owner = _SS_PROCESS.search(fields[5]) if len(fields) > 5 else None
+        process = ""
+        if owner:
+            name = "".join(c for c in owner.group(1) if c.isprintable() and c.isascii())[:15]
+            process = f"{name} (pid {owner.group(2)})"
+        found.append(Listening(int(port), key.removeprefix("listen_"), process))
+    return found
 
 
 def node_findings(cfg: LabConfig, stack: str, node: Node, machines: dict[str, str]) -> list[Finding]:
@@ -94,7 +136,7 @@ def node_findings(cfg: LabConfig, stack: str, node: Node, machines: dict[str, st
         *gpu_findings(node, facts),
         userns_finding(node, facts),
         _time_sync(node, facts, clock_offset),
-        ports_finding(node, facts, needed_ports(cfg, node)),
+        ports_finding(node, facts, listening_sockets(done.stdout), needed_ports(cfg, node)),
         *interface_findings(node, facts),
         uid_finding(node, facts, cfg.trainer.uid),
         *same_machine_findings(node, facts, machines),
@@ -355,7 +397,11 @@ def _time_sync(node: Node, facts: dict[str, str], offset: float) -> Finding:
     return Finding(node.name, "time sync", Level.OK, f"NTP synchronised, {skew}")
 
 
-def ports_finding(node: Node, facts: dict[str, str], needed: dict[tuple[int, str], str]) -> Finding:
+def ports_finding(
+    node: Node, facts: dict[str, str], listening: list[Listening], needed: dict[tuple[int, str], str]
+) -> Finding:
+    """The ports the lab will take on the node that something already listens on, each with the
+    process that holds it (named where ss could tell: run as root, or the node user's own)."""
     if facts.get("ports") == "unknown":
         return Finding(
             node.name,
@@ -364,20 +410,23 @@ def ports_finding(node: Node, facts: dict[str, str], needed: dict[tuple[int, str
             "cannot list listening ports: `ss` is missing",
             "install iproute2",
         )
-    listening = {
-        (int(p), proto) for proto in ("tcp", "udp") for p in facts.get(proto, "").split() if p.isdigit()
-    }
-    busy = [
-        f"{port}/{proto} ({what})"
-        for (port, proto), what in sorted(needed.items())
-        if (port, proto) in listening
-    ]
+    holders: dict[tuple[int, str], set[str]] = {}
+    for socket in listening:
+        holders.setdefault((socket.port, socket.protocol), set()).add(socket.process)
+    busy = []
+    for (port, proto), what in sorted(needed.items()):
+        if (port, proto) not in holders:
+            continue
+        names = sorted(h for h in holders[(port, proto)] if h)
+        held = f" held by {', '.join(names)}" if names else ""
+        busy.append(f"{port}/{proto} ({what}){held}")
     if busy:
         return Finding(
             node.name,
             "ports",
             Level.WARNING,
-            f"already in use: {', '.join(busy)}",
-            "stop what listens there (`sudo ss -ltnup`), unless it is this lab already running",
+            f"already in use: {'; '.join(busy)}",
+            "stop what listens there (`sudo ss -ltnup`), or set the stack key named beside the port to a"
+            " free one; unless it is this lab already running",
         )
     return Finding(node.name, "ports", Level.OK, f"{len(needed)} needed ports free")

@@ -94,6 +94,25 @@ def containerd_hosts_problems(hosts_toml: str, endpoint: str) -> list[str]:
     return []
 
 
+def dev_char_problems(devices: str, links: str) -> list[str]:
+    """The NVIDIA device nodes without their /dev/char/MAJOR:MINOR link, which runc needs to keep a
+    container's GPUs across `systemctl daemon-reload` (the nvidia role makes them).
+
+    `devices`: `stat -c '%n %t %T'` of the nodes (name, major and minor in hex); `links`: the names
+    in /dev/char, one a line."""
+    present = set(links.split())
+    problems = []
+    for line in devices.splitlines():
+        fields = line.split()
+        if len(fields) != 3:
+            continue
+        name, major, minor = fields
+        link = f"{int(major, 16)}:{int(minor, 16)}"
+        if link not in present:
+            problems.append(f"{name} has no /dev/char/{link} link")
+    return problems
+
+
 def sysctl_config(text: str) -> dict[str, str]:
     """Settings from sysctl.conf(5) text in the order `sysctl --system` reads them (last wins)."""
     values = {}

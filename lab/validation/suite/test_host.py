@@ -116,6 +116,18 @@ def test_container_runtime_has_nvidia_runtime(host: Any, node: Node, installed: 
     assert "nvidia" in config, f"{node.name}: containerd has no nvidia runtime"
 
 
+def test_nvidia_device_nodes_have_dev_char_links(host: Any, node: Node) -> None:
+    """A container keeps its GPUs across a systemd reload only with these links (NVIDIA container
+    toolkit issue 48; ansible/roles/nvidia/defaults/main.yml)."""
+    if node.gpus == 0:
+        pytest.skip(f"{node.name} has no GPU configured (gpus: 0)")
+    devices = host.run(
+        "stat -c '%n %t %T' /dev/nvidia[0-9]* /dev/nvidiactl /dev/nvidia-uvm 2>/dev/null"
+    ).stdout
+    links = host.run("ls /dev/char").stdout
+    checks.require(checks.dev_char_problems(devices, links))
+
+
 def _nfs_server(host: Any, node: Node, lab: LabConfig) -> None:
     if node.name != lab.nfs_server.name:
         pytest.skip(f"{node.name} is not the NFS server ({lab.nfs_server.name} exports the share)")

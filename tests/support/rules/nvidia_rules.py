@@ -19,6 +19,17 @@
    sets NVIDIA_VISIBLE_DEVICES=all (deployments/container/Dockerfile); with the volume-mounts
    strategy it hands a GPU to a container as a mount of /dev/null at
    /var/run/nvidia-container-devices/<id> (internal/plugin/server.go).
+4. The hook runs only in containers started by the `nvidia` runtime handler, which the toolkit
+   registers with containerd; a pod reaches it through a RuntimeClass of that handler. Neither
+   distribution makes it the default: k3s writes `default_runtime_name` only from its
+   `default-runtime` option (k3s `pkg/agent/templates`), which the lab's `config.yaml` does not
+   set, and the kubeadm role runs `nvidia-ctk runtime configure` without `--set-as-default`.
+   Without it a container gets no device and none of the driver's libraries, whatever its
+   environment says.
+5. dcgm-exporter (NVIDIA/dcgm-exporter at 4.5.3-4.8.2, the chart the lab pins): its image sets
+   NVIDIA_VISIBLE_DEVICES=all (docker/Dockerfile); the chart's container adds SYS_ADMIN and drops
+   ALL by default (deployment/values.yaml `securityContext`) and names a RuntimeClass only from
+   the value `runtimeClassName` (templates/daemonset.yaml: `{{- if .Values.runtimeClassName }}`).
 """
 
 from __future__ import annotations
@@ -44,6 +55,16 @@ PLUGIN_IMAGE_ENV = {VISIBLE_DEVICES: "all"}
 VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
 ENVVAR_UNPRIVILEGED_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 TOOLKIT_DEFAULTS = {VOLUME_MOUNTS_KEY: False, ENVVAR_UNPRIVILEGED_KEY: True}
+# The runtime handler the toolkit registers, and the only one whose containers the hook sees.
+NVIDIA_HANDLER = "nvidia"
+# NVIDIA/dcgm-exporter 4.5.3-4.8.2 docker/Dockerfile and deployment/values.yaml `securityContext`.
+DCGM_EXPORTER_IMAGE_ENV = {VISIBLE_DEVICES: "all"}
+DCGM_EXPORTER_CHART_SECURITY = {
+    "runAsNonRoot": False,
+    "runAsUser": 0,
+    "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]},
+    "allowPrivilegeEscalation": False,
+}
 
 
 def bounding_set(container: Mapping[str, Any]) -> frozenset[str]:
@@ -95,3 +116,17 @@ def devices(
 def allocated_mounts(gpus: int) -> list[tuple[str, str]]:
     """What the device plugin's Allocate adds for `gpus` GPUs with the volume-mounts strategy."""
     return [("/dev/null", f"{MOUNT_ROOT}/GPU-{i}") for i in range(gpus)]
+
+
+def runtime_devices(
+    handler: str | None,
+    settings: Mapping[str, bool],
+    env: Mapping[str, str],
+    mounts: list[tuple[str, str]],
+    bounding: frozenset[str],
+) -> list[str]:
+    """The devices a container started by runtime handler `handler` (None: the node's default,
+    runc) gets: the hook's choice under the nvidia handler, nothing under any other."""
+    if handler != NVIDIA_HANDLER:
+        return []
+    return devices(settings, env, mounts, bounding)
