@@ -13,7 +13,7 @@ from rich.table import Table
 from lab.cli.support import live
 from lab.cli.support.console import CliError, console, errors
 from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
-from lab.cli.support.runsource import runs_source
+from lab.cli.support.runsource import run_option, runs_source
 from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
 from trainer.contract import TRAINED_ON
@@ -141,6 +141,7 @@ def ranks_table(ranks: list[Rank]) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
+    run_option(args.run)
     source = runs_source(args)
     cfg = None
     if args.runs_dir is None:

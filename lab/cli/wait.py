@@ -18,9 +18,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from lab.cli.status import all_runs, progress
 from lab.cli.support.console import CliError, console, errors
 from lab.cli.support.pods import gpu_node_lines
-from lab.cli.support.runsource import RunsSource, runs_source
+from lab.cli.support.runsource import RunsSource, run_option, runs_source
 from lab.cli.support.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cluster.build_context import build_context
+from trainer.inputs import number
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
 # worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.
@@ -48,11 +49,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="follow a run in a local copy of the runs folder instead (no stack file needed without --stack)",
     )
-    parser.add_argument("--interval", type=float, default=10.0, help="seconds between reads (default: 10)")
-    parser.add_argument("--timeout", type=float, help="give up after this many seconds (default: never)")
+    parser.add_argument("--interval", type=number, default=10.0, help="seconds between reads (default: 10)")
+    parser.add_argument("--timeout", type=number, help="give up after this many seconds (default: never)")
     parser.add_argument(
         "--failed-after",
-        type=float,
+        type=number,
         default=FAILED_AFTER_SECONDS,
         help="seconds a failed status must stand before it counts, so a restart can recover"
         " (default: %(default)s)",
@@ -173,7 +174,7 @@ def follow(follower: Follower, interval: float, timeout: float | None, status_fl
 def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
         raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
-    name = args.run
+    name = run_option(args.run)
     stack: str = args.stack or DEFAULT_STACK
     if args.runs_dir is None or args.stack is not None:
         args.stack = stack

@@ -18,6 +18,7 @@ from lab.config.facts import (
 )
 from lab.paths import ANSIBLE_DIR
 from lab.remote.ssh import Remote, SshError
+from trainer.inputs import is_digits
 
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
 MAX_CLOCK_SKEW_S = 1.0
@@ -365,7 +366,7 @@ def ports_finding(node: Node, facts: dict[str, str], needed: dict[tuple[int, str
             "install iproute2",
         )
     listening = {
-        (int(p), proto) for proto in ("tcp", "udp") for p in facts.get(proto, "").split() if p.isdigit()
+        (int(p), proto) for proto in ("tcp", "udp") for p in facts.get(proto, "").split() if is_digits(p)
     }
     busy = [
         f"{port}/{proto} ({what})"

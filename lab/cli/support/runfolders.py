@@ -8,6 +8,7 @@ operator's machine and on the export.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ def collect(root: str | Path) -> dict[str, Any]:
     )
     for folder in folders:
         members = sorted(
-            (p for p in folder.iterdir() if p.is_dir() and p.name.isdigit() and _is_run(p)),
+            (p for p in folder.iterdir() if p.is_dir() and re.fullmatch("[0-9]+", p.name) and _is_run(p)),
             key=lambda p: int(p.name),
         )
         if members:

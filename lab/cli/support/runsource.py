@@ -16,6 +16,7 @@ from lab.cli.support import runfolders
 from lab.cli.support.console import CliError
 from lab.cli.support.stackarg import load
 from lab.remote.ssh import Remote
+from trainer import inputs
 
 
 class RunsSource(Protocol):
@@ -74,6 +75,25 @@ class ExportRuns:
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
             # The "data" filter refuses absolute paths, links out of dest and device files.
             archive.extractall(dest, filter="data")
+
+
+def run_option(name: str | None) -> str | None:
+    """`--run NAME` (a run folder) or `--run SWEEP/INDEX` (a sweep's member), as the trainer names
+    them (trainer.inputs.run_name); CliError for anything else, such as a path."""
+    if name is None:
+        return None
+    parts = name.split("/")
+    try:
+        inputs.run_name(parts[0])
+        valid = len(parts) == 1 or (len(parts) == 2 and inputs.is_digits(parts[1]))
+    except ValueError:
+        valid = False
+    if not valid:
+        raise CliError(
+            f"--run {name[:60]!r} is not a run: name its folder under the runs folder"
+            f" ({inputs.RUN_NAME_RULE}), or SWEEP/INDEX for a member of a sweep"
+        )
+    return name
 
 
 def _last_line(text: str) -> str:
