@@ -119,8 +119,13 @@ class Remote:
             )
 
     def unreachable(self, stderr: str) -> str:
-        """The one-line message for a failed connection, from ssh's own last word on it."""
-        reason = (stderr.strip().splitlines() or ["no reason given"])[-1]
+        """The one-line message for a failed connection, from what ssh said about it."""
         return login_problem(
-            self.node.name, self.node.user, self.node.address, self.ssh.port, self.ssh.key_path, reason
+            self.node.name,
+            self.node.user,
+            self.node.address,
+            self.ssh.port,
+            self.ssh.key_path,
+            stderr,
+            str(self.known_hosts),
         )
