@@ -77,12 +77,14 @@ class Remote:
         """Run `command` in the node's login shell; SshError when the node cannot be reached."""
         return self._run(command, stdin, timeout, text=True)
 
-    def run_bytes(self, command: str, timeout: float = 600) -> subprocess.CompletedProcess[bytes]:
+    def run_bytes(
+        self, command: str, stdin: bytes | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[bytes]:
         """`run` for commands whose output is binary, such as a tar stream."""
-        return self._run(command, None, timeout, text=False)
+        return self._run(command, stdin, timeout, text=False)
 
     def _run(
-        self, command: str, stdin: str | None, timeout: float, text: bool
+        self, command: str, stdin: str | bytes | None, timeout: float, text: bool
     ) -> subprocess.CompletedProcess[Any]:
         self._check_key()
         try:
