@@ -25,7 +25,7 @@ from trainer import atomic, precision
 from trainer.contract import LATEST_CHECKPOINT as POINTER
 from trainer.errors import TrainerError
 
-PATTERN = re.compile(r"^ckpt-(\d{9})\.pt$")
+PATTERN = re.compile(r"^ckpt-([0-9]{9})\.pt$")
 # How torch's weights-only unpickler names a type it refuses (torch/_weights_only_unpickler.py).
 UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trainer import contract, sweep
+from trainer import contract, inputs, sweep
 from trainer.errors import ELASTIC_ERROR_FILE, TrainerError, report
 from trainer.hyperparameters import RULES, HyperparameterError
 
@@ -33,12 +33,19 @@ def _rule(name: str) -> Callable[[str], Any]:
 
 def _positive(text: str) -> int:
     try:
-        value = int(text)
+        value = inputs.integer(text)
     except ValueError:
         value = 0
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be an integer above 0, got {text}")
     return value
+
+
+def _run_name(text: str) -> str:
+    try:
+        return inputs.run_name(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _port(text: str) -> int:
@@ -66,7 +73,9 @@ def _parser() -> argparse.ArgumentParser:
         help="accept only CIFAR-10's published files, never a synthetic set's own manifest",
     )
     train.add_argument("--runs", type=Path, required=True, help="folder of run folders")
-    train.add_argument("--run-name", required=True, help="this run's folder under --runs")
+    train.add_argument(
+        "--run-name", required=True, type=_run_name, help="this run's folder under --runs (a plain name)"
+    )
     train.add_argument("--model", choices=contract.MODELS, default=contract.AIRBENCH)
     train.add_argument("--width", type=_rule("width"), default=64, help="channels of the first block")
     train.add_argument("--epochs", type=_rule("epochs"), help="default: the model's recipe")
@@ -207,7 +216,7 @@ def _sweep_index(flag: int | None) -> int:
     if flag is not None:
         return flag
     text = os.environ.get("JOB_COMPLETION_INDEX", "")
-    if not text.isdigit():
+    if not inputs.is_digits(text):
         raise sweep.SweepError("--sweep needs --index I or the environment variable JOB_COMPLETION_INDEX")
     return int(text)
 

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer import contract
+from trainer import contract, inputs
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -65,7 +65,7 @@ def _first(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
 
 def _integer(name: str, value: str, minimum: int, maximum: int | None = None) -> int:
     try:
-        number = int(value)
+        number = inputs.integer(value)
     except ValueError:
         raise JobEnvironmentError(f"{name}={value[:40]!r} is not an integer") from None
     if number < minimum or (maximum is not None and number > maximum):
@@ -78,7 +78,7 @@ def _rank(env: Mapping[str, str]) -> int:
     found = _first(env, contract.RANK, "PET_NODE_RANK")
     if found:
         return _integer(*found, minimum=0)
-    match = re.search(r"-(\d+)$", env.get(contract.POD_NAME, ""))
+    match = re.search(r"-([0-9]+)$", env.get(contract.POD_NAME, ""))
     if match:
         return int(match.group(1))
     raise JobEnvironmentError(

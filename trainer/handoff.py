@@ -58,7 +58,7 @@ class ApiServer:
 
 
 def statefulset_of(pod_name: str) -> str:
-    match = re.fullmatch(r"(.+)-\d+", pod_name)
+    match = re.fullmatch(r"(.+)-[0-9]+", pod_name)
     if match is None:
         raise HandOffError(f"POD_NAME={pod_name!r} is not a StatefulSet pod's name (<name>-<ordinal>)")
     return match.group(1)

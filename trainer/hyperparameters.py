@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from trainer import inputs
 from trainer.contract import MODELS
 
 # CIFAR-10's training split; a global batch cannot be larger than the data it is drawn from.
@@ -73,7 +74,7 @@ class Rule:
             raise HyperparameterError(f"must be {self.describe()}, got the boolean {value!r}")
         if isinstance(value, str):
             try:
-                value = self.kind(value.strip())
+                value = inputs.integer(value) if self.kind is int else inputs.number(value)
             except ValueError:
                 raise HyperparameterError(f"must be {self.describe()}, got {value!r}") from None
         if self.kind is int:

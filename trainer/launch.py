@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from trainer import contract
+from trainer import contract, inputs
 
 RDZV_BACKEND = "c10d"
 
@@ -30,7 +30,7 @@ def torchrun_command(env: Mapping[str, str], trainer_args: Sequence[str], max_re
 
     place = distributed.topology(env)
     per_pod = env.get(contract.NPROC_PER_NODE, "") or "1"
-    if not per_pod.isdigit() or int(per_pod) < 1 or place.world_size % int(per_pod):
+    if not inputs.is_digits(per_pod) or int(per_pod) < 1 or place.world_size % int(per_pod):
         raise distributed.JobEnvironmentError(
             f"{contract.NPROC_PER_NODE}={per_pod[:20]!r} must be a whole number of ranks per pod that"
             f" divides WORLD_SIZE={place.world_size}"

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from trainer import inputs
 from trainer.errors import TrainerError
 
 LABELS = ("run", "rank", "model")
@@ -109,7 +110,7 @@ class RankMetrics:
         """Listen on `port` plus this worker's LOCAL_RANK; None (nothing served) without a port."""
         if port is None:
             return None
-        port += int(env.get(LOCAL_RANK, "0") or 0)
+        port += inputs.integer(env.get(LOCAL_RANK, "0") or "0")
         try:
             start_http_server(port, registry=self.registry)
         except OSError as err:

@@ -35,6 +35,7 @@ from lab.config.facts import (
     VXLAN_PORT,
 )
 from lab.paths import STATE_DIR
+from lab.remote.trust import login_problem
 
 # Where the lab keeps, on each node, its record of what it added (packages, paths, install marks):
 # reset.yml removes exactly that. `labctl doctor` reads the same marks.
@@ -211,16 +212,6 @@ def _legacy_policy(args: str) -> str | None:
         return None
     strict = "StrictHostKeyChecking=yes" in args
     return (HostKeyPolicy.STRICT if strict else HostKeyPolicy.ACCEPT_NEW).value
-
-
-def login_problem(name: str, user: str, address: str, port: int | str, key_path: str, reason: str) -> str:
-    """The one line for a node that could not be logged in to, with what to check: doctor's, and
-    the bootstrap's for a node Ansible could not reach."""
-    return (
-        f"{name} ({user}@{address}, port {port}): cannot log in over SSH ({reason});"
-        f" check the address, that the machine is up, and that {key_path}.pub is in"
-        f" ~{user}/.ssh/authorized_keys there"
-    )
 
 
 __all__ = [

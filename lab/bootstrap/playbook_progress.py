@@ -84,14 +84,14 @@ class Progress:
         """doctor's line for a node that cannot be logged in to, from the inventory's values."""
         found = {**self.inventory.get("all", {}).get("vars", {})}
         found |= self.inventory.get("all", {}).get("hosts", {}).get(host) or {}
-        reason = message.split(SSH_FAILURE, 1)[-1].strip().splitlines()[0] if message.strip() else "no reason"
+        said = message.split(SSH_FAILURE, 1)[-1] if message.strip() else "no reason"
         return login_problem(
             host,
             str(found.get("ansible_user", "the user")),
             str(found.get("ansible_host", host)),
             found.get("ansible_port", 22),
             str(found.get("ansible_ssh_private_key_file", "the key")),
-            reason,
+            said,
         )
 
     def recap(self, host: str, counts: dict[str, int]) -> None:

@@ -28,10 +28,11 @@ from lab.cli.support.console import CliError, console
 from lab.cli.support.signals import Stopped
 from lab.cli.support.stackarg import add_stack_option, load
 from lab.config import LabConfig, monitoring
+from trainer.inputs import integer
 
 DEFAULT_PORT = 3000
 FORWARD_TIMEOUT_S = 60
-FORWARDING = re.compile(r"^Forwarding from (127\.0\.0\.1|\[::1\]):(\d+) ->")
+FORWARDING = re.compile(r"^Forwarding from (127\.0\.0\.1|\[::1\]):([0-9]+) ->")
 PULUMI_TIMEOUT_S = 120
 PROJECT_DIR = Path(__file__).resolve().parents[2]  # Pulumi.yaml's folder, where `pulumi` finds the project
 
@@ -48,7 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_stack_option(parser)
     parser.add_argument(
         "--port",
-        type=int,
+        type=integer,
         default=DEFAULT_PORT,
         help="local port on 127.0.0.1 (default: %(default)s; 0: any free one)",
     )

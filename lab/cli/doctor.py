@@ -11,6 +11,7 @@ from lab.cli.support.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
 from lab.cli.support.stackarg import add_stack_option, load
 from lab.config import Compression, LabConfig, Placement
 from lab.remote.ssh import Remote, SshError
+from trainer.inputs import integer
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -26,7 +27,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     add_stack_option(parser)
     parser.add_argument(
-        "--bandwidth-mib", type=int, default=256, help="MiB streamed between the nodes (default: %(default)s)"
+        "--bandwidth-mib",
+        type=integer,
+        default=256,
+        help="MiB streamed between the nodes (default: %(default)s)",
     )
     parser.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth measurement")
     parser.add_argument(

@@ -30,6 +30,7 @@ from lab.config import (
     stack_file,
 )
 from lab.remote.ssh import Remote, sudo_fix
+from trainer.inputs import integer
 
 NODE_SPEC = re.compile(r"^(?:(?P<name>[^=@]+)=)?(?P<user>[^=@]+)@(?P<address>[^=@]+)$")
 # Placeholder name while the node's hostname is not known yet.
@@ -59,7 +60,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--agent", metavar="[NAME=]USER@ADDRESS", action="append", default=[], help="a worker (repeatable)"
     )
     parser.add_argument("--key", default=Ssh().key_path, help="SSH private key (default: %(default)s)")
-    parser.add_argument("--ssh-port", type=int, default=22, help="SSH port on every machine (default: 22)")
+    parser.add_argument(
+        "--ssh-port", type=integer, default=22, help="SSH port on every machine (default: 22)"
+    )
     parser.add_argument(
         "--host-key-policy",
         choices=[p.value for p in HostKeyPolicy],
@@ -197,7 +200,7 @@ def detect(machine: Machine, remote: Remote, peer: str | None) -> dict[str, obje
     return _node(
         machine,
         machine.name or hostname or machine.address.replace(".", "-").replace(":", "-"),
-        gpus=int(facts.get("gpus") or 0),
+        gpus=integer(facts.get("gpus") or "0"),
         interface=interface[1] if interface else None,
     )
 

@@ -4,16 +4,17 @@ copy of it all on the operator's machine with --fetch."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from lab.cli.support.console import CliError, console
-from lab.cli.support.runsource import runs_source
+from lab.cli.support.console import CliError, console, shown
+from lab.cli.support.runsource import print_problems, runs_source
 from lab.cli.support.stackarg import add_stack_option
 from trainer import report
-from trainer.contract import CIFAR10, TRAINED_ON
+from trainer.contract import CIFAR10, GENERATED, TRAINED_ON
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -33,25 +34,43 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _number(value: Any) -> float | None:
+    """A figure a run folder holds, when it is a finite number (the folder is anyone's to write)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def _acc(value: Any) -> str:
-    return f"{value:.2%}" if isinstance(value, int | float) else "-"
+    number = _number(value)
+    return f"{number:.2%}" if number is not None else "-"
 
 
 def _seconds(value: Any) -> str:
-    return f"{value:,.1f} s" if isinstance(value, int | float) else "-"
+    number = _number(value)
+    return f"{number:,.1f} s" if number is not None else "-"
 
 
 def _best(run: dict[str, Any]) -> float:
-    return (run.get("summary") or {}).get("best_test_acc") or -1.0
+    found = _number((run.get("summary") or {}).get("best_test_acc"))
+    return -1.0 if found is None else found
 
 
 def trained_on(run: dict[str, Any]) -> str:
-    """What the run trained on, from its summary, status or last metrics line."""
+    """What the run trained on, from its summary, status or last metrics line; a value the trainer
+    never writes is shown as such."""
     for record in ("summary", "status", "last_metrics"):
         found = (run.get(record) or {}).get(TRAINED_ON)
         if found:
-            return str(found)
+            return (
+                str(found) if found in (CIFAR10, GENERATED) else f"{found!s} (not a value the trainer writes)"
+            )
     return "not recorded"
+
+
+def _hyperparameters(summary: dict[str, Any]) -> dict[str, Any]:
+    found = summary.get("hyperparameters")
+    return found if isinstance(found, dict) else {}
 
 
 def _to_target(run: dict[str, Any]) -> str:
@@ -70,17 +89,18 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
         s = r.get("summary") or {}
         state = (r.get("status") or {}).get("state") or ("complete" if s else "running")
         ranks = f"{s.get('world_size', '-')} x {s.get('backend', '-')}" if s else "-"
-        table.add_row(
+        cells = (
             r["name"],
             trained_on(r),
             state,
             _acc(s.get("best_test_acc")),
             _acc(s.get("final_test_acc")),
-            str(s.get("epochs", r["epochs_logged"])),
+            s.get("epochs", r["epochs_logged"]),
             ranks,
             _seconds(s.get("wall_seconds")),
             _to_target(r),
         )
+        table.add_row(*map(shown, cells))
     return table
 
 
@@ -90,16 +110,18 @@ def leaderboard(sweep: dict[str, Any]) -> Table:
     for column in ("place", "index", "trained on", "hyperparameters", "best acc", "wall time", "to target"):
         table.add_column(column)
     members = sorted(sweep["members"], key=_best, reverse=True)
-    finished = [m["summary"] for m in members if m.get("summary")]
+    finished = [{"hyperparameters": _hyperparameters(m["summary"])} for m in members if m.get("summary")]
     # The same columns as `python -m trainer sweep report`: the hyperparameters that differ.
-    shown = report.varied(finished) if finished else []
+    try:
+        columns = report.varied(finished) if finished else []
+    except (KeyError, TypeError, ValueError):
+        columns = []  # summaries that do not share their hyperparameters' names
     for place, m in enumerate(members, start=1):
         s = m.get("summary") or {}
-        params = ", ".join(
-            f"{k}={s['hyperparameters'][k]}" for k in shown if k in s.get("hyperparameters", {})
-        )
-        table.add_row(
-            str(place),
+        chosen = _hyperparameters(s)
+        params = ", ".join(f"{k}={chosen[k]}" for k in columns if k in chosen)
+        cells = (
+            place,
             m["name"],
             trained_on(m),
             params or "-",
@@ -107,6 +129,7 @@ def leaderboard(sweep: dict[str, Any]) -> Table:
             _seconds(s.get("wall_seconds")),
             _to_target(m),
         )
+        table.add_row(*map(shown, cells))
     return table
 
 
@@ -118,16 +141,18 @@ def plots(found: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     source = runs_source(args)
     found = source.collect()
+    print_problems(found)
     if not found["runs"] and not found["sweeps"]:
         raise CliError(f"no runs under {source.where} yet; `pulumi up --stack {args.stack}` starts training")
     if found["runs"]:
         console.print(runs_table(found["runs"]))
     for sweep in found["sweeps"]:
         console.print(leaderboard(sweep))
-    console.print(f"plots under {source.where}:")
+    console.print(shown(f"plots under {source.where}:"))
     for path in plots(found):
-        console.print(f"  {path}")
+        console.print(shown(f"  {path}"))
     if args.fetch:
-        source.fetch(args.fetch)
-        console.print(f"copied results and plots to {args.fetch}")
+        left = source.fetch(args.fetch)
+        print_problems({"problems": left}, set(found.get("problems") or []))
+        console.print(shown(f"copied results and plots to {args.fetch}"))
     return 0

@@ -4,6 +4,7 @@ from Prometheus where the lab has it, epoch, loss, accuracy, throughput, ETA and
 from __future__ import annotations
 
 import argparse
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,9 @@ from typing import Any
 from rich.table import Table
 
 from lab.cli.support import live
-from lab.cli.support.console import CliError, console, errors
+from lab.cli.support.console import CliError, console, errors, shown
 from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
-from lab.cli.support.runsource import runs_source
+from lab.cli.support.runsource import print_problems, run_option, runs_source
 from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
 from trainer.contract import TRAINED_ON
@@ -92,17 +93,27 @@ def progress(run: dict[str, Any]) -> dict[str, Any]:
     return merged | status | latest
 
 
+# Beyond a year an ETA says nothing; status.json is anyone's to write.
+MAX_ETA_SECONDS = 366 * 24 * 3600
+
+
 def _format(key: str, value: Any) -> str:
+    """A status figure as the table shows it; what is not the number it should be (the run folder
+    is anyone's to write) is shown as it is."""
     if value is None:
         return "-"
-    if key.endswith("acc") and isinstance(value, float):
+    finite = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if key.endswith("acc") and isinstance(value, float) and finite:
         return f"{value:.2%}"
-    if key == "updated" and isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    if key == "eta_seconds":
+    if key == "updated" and finite:
+        try:
+            return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):
+            return str(value)
+    if key == "eta_seconds" and finite and 0 <= value < MAX_ETA_SECONDS:
         minutes, seconds = divmod(int(value), 60)
         return f"{minutes} min {seconds:02d} s"
-    if isinstance(value, float):
+    if isinstance(value, float) and finite:
         return f"{value:,.3f}" if value < 100 else f"{value:,.0f}"
     return str(value)
 
@@ -122,12 +133,12 @@ ROWS += ("eta_seconds", "restarts", "updated")
 
 
 def run_table(run: dict[str, Any]) -> Table:
-    table = Table(title=f"run {run['name']}", title_justify="left", show_header=False)
+    table = Table(title=shown(f"run {run['name']}"), title_justify="left", show_header=False)
     table.add_column("field")
     table.add_column("value")
     figures = progress(run)
     for key in ROWS:
-        table.add_row(key.removesuffix("_seconds").replace("_", " "), _format(key, figures.get(key)))
+        table.add_row(key.removesuffix("_seconds").replace("_", " "), shown(_format(key, figures.get(key))))
     return table
 
 
@@ -136,11 +147,12 @@ def ranks_table(ranks: list[Rank]) -> Table:
     for column in ("ranks", "pod", "node", "phase", "restarts"):
         table.add_column(column)
     for r in ranks:
-        table.add_row(r.rank, r.pod, r.node, r.phase, str(r.restarts))
+        table.add_row(*map(shown, (r.rank, r.pod, r.node, r.phase, r.restarts)))
     return table
 
 
 def run(args: argparse.Namespace) -> int:
+    run_option(args.run)
     source = runs_source(args)
     cfg = None
     if args.runs_dir is None:
@@ -151,7 +163,9 @@ def run(args: argparse.Namespace) -> int:
             ranks = training_ranks(cfg, args.stack, args.stacks_dir)
             if ranks:
                 console.print(ranks_table(ranks))
-    picked = pick_run(source.collect(), args.run, source.where, what_starts_a_run(args))
+    found = source.collect()
+    print_problems(found)
+    picked = pick_run(found, args.run, source.where, what_starts_a_run(args))
     live.show(args, cfg, picked)
     console.print(run_table(picked))
     return 0

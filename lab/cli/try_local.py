@@ -44,6 +44,7 @@ from lab.testbed.machines import login_command
 from lab.validation.runner import validate
 from trainer import contract
 from trainer.hyperparameters import nearest_batch
+from trainer.inputs import integer
 
 # Its own machines and addresses, apart from the test machines the integration tests use.
 TESTBED_NAME = "try"
@@ -85,10 +86,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=Path("try-results"),
         help="folder for the run's results (default: %(default)s)",
     )
-    parser.add_argument("--epochs", type=int, help="epochs (default: 4 on generated data, 1 on CIFAR-10)")
+    parser.add_argument("--epochs", type=integer, help="epochs (default: 4 on generated data, 1 on CIFAR-10)")
     parser.add_argument(
         "--machines",
-        type=int,
+        type=integer,
         default=MACHINES,
         metavar="N",
         help=f"machines, a rank on each: a server and N-1 agents, 2 to {MAX_MACHINES} (default: %(default)s)",

@@ -9,18 +9,22 @@ from two machines to a trained model.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lab.cli.status import all_runs, progress
+from lab.cli.status import MAX_ETA_SECONDS, all_runs, progress
 from lab.cli.support.console import CliError, console, errors
 from lab.cli.support.pods import gpu_node_lines
-from lab.cli.support.runsource import RunsSource, runs_source
+from lab.cli.support.runfolders import printable
+from lab.cli.support.runsource import RunsSource, print_problems, run_option, runs_source
 from lab.cli.support.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cluster.build_context import build_context
+from trainer.inputs import number
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
 # worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.
@@ -48,11 +52,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="follow a run in a local copy of the runs folder instead (no stack file needed without --stack)",
     )
-    parser.add_argument("--interval", type=float, default=10.0, help="seconds between reads (default: 10)")
-    parser.add_argument("--timeout", type=float, help="give up after this many seconds (default: never)")
+    parser.add_argument("--interval", type=number, default=10.0, help="seconds between reads (default: 10)")
+    parser.add_argument("--timeout", type=number, help="give up after this many seconds (default: never)")
     parser.add_argument(
         "--failed-after",
-        type=float,
+        type=number,
         default=FAILED_AFTER_SECONDS,
         help="seconds a failed status must stand before it counts, so a restart can recover"
         " (default: %(default)s)",
@@ -64,19 +68,32 @@ def find(found: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((r for r in all_runs(found) if name in {r["name"], r["path"]}), None)
 
 
+def _finite(value: Any) -> float | None:
+    """A figure of status.json when it is a finite number (the run folder is anyone's to write)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _plain(value: Any) -> str:
+    """Text from a run folder for the progress line's markup: shown as it is, escapes visible."""
+    return escape(printable(str(value)))
+
+
 def _fields(figures: dict[str, Any]) -> dict[str, Any]:
     def number(key: str, text: str) -> str:
-        value = figures.get(key)
-        return text.format(value) if isinstance(value, int | float) else "-"
+        value = _finite(figures.get(key))
+        return text.format(value) if value is not None else "-"
 
-    eta = figures.get("eta_seconds")
+    eta = _finite(figures.get("eta_seconds"))
+    eta = eta if eta is not None and 0 <= eta < MAX_ETA_SECONDS else None
     return {
-        "epoch": f"{figures.get('epoch') or 0}/{figures.get('epochs') or '?'}",
+        "epoch": _plain(f"{figures.get('epoch') or 0}/{figures.get('epochs') or '?'}"),
         "acc": number("test_acc", "{:.2%}"),
         "speed": number("images_per_second", "{:,.0f}"),
-        "eta": f"{int(eta) // 60}m{int(eta) % 60:02d}s" if isinstance(eta, int | float) else "-",
-        "restarts": str(figures.get("restarts") or 0),
-        "state": str(figures.get("state", "unknown")),
+        "eta": f"{int(eta) // 60}m{int(eta) % 60:02d}s" if eta is not None else "-",
+        "restarts": _plain(figures.get("restarts") or 0),
+        "state": _plain(figures.get("state", "unknown")),
     }
 
 
@@ -89,6 +106,7 @@ class Follower:
     def __init__(self, source: RunsSource, name: str | None, failed_after: float) -> None:
         self.source, self.name, self.failed_after = source, name, failed_after
         self.failed_since: tuple[Any, float] | None = None  # (status.json's "updated", first seen)
+        self.problems_shown: set[str] = set()
 
     @property
     def label(self) -> str:
@@ -97,6 +115,7 @@ class Follower:
     def poll(self) -> tuple[str, dict[str, Any]]:
         """("absent" | "running" | "complete" | "failed", the merged figures)."""
         collected = self.source.collect()
+        print_problems(collected, self.problems_shown)
         if self.name is None and all_runs(collected):
             self.name = max(all_runs(collected), key=lambda r: r["modified"])["path"]
         found = find(collected, self.name) if self.name is not None else None
@@ -128,15 +147,16 @@ def follow(follower: Follower, interval: float, timeout: float | None, status_fl
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as bar:
-        task = bar.add_task(follower.label, total=None, **_fields({"state": "waiting for the run"}))
+        task = bar.add_task(_plain(follower.label), total=None, **_fields({"state": "waiting for the run"}))
         while True:
             state, figures = follower.poll()
             if figures:
+                total, done = _finite(figures.get("epochs")), _finite(figures.get("epoch"))
                 bar.update(
                     task,
-                    description=follower.label,
-                    total=figures.get("epochs"),
-                    completed=figures.get("epoch") or 0,
+                    description=_plain(follower.label),
+                    total=total if total is not None and total > 0 else None,
+                    completed=max(done or 0.0, 0.0),
                     **_fields(figures),
                 )
             if state in {"complete", "failed"}:
@@ -145,25 +165,26 @@ def follow(follower: Follower, interval: float, timeout: float | None, status_fl
                 state = "timeout"
                 break
             time.sleep(interval)
+    label = _plain(follower.label)
     if state == "complete":
-        best, final = figures.get("best_test_acc"), figures.get("final_test_acc")
+        best, final = _finite(figures.get("best_test_acc")), _finite(figures.get("final_test_acc"))
         console.print(
-            f"run {follower.label} is complete: best test accuracy {best:.2%}, final {final:.2%}"
-            if isinstance(best, float) and isinstance(final, float)
-            else f"run {follower.label} is complete"
+            f"run {label} is complete: best test accuracy {best:.2%}, final {final:.2%}"
+            if best is not None and final is not None
+            else f"run {label} is complete"
         )
         return 0
     if state == "failed":
-        reason = figures.get("error") or "no error recorded"
+        reason = _plain(figures.get("error") or "no error recorded")
         errors.print(
-            f"[bold red]labctl:[/] run {follower.label} failed at epoch {figures.get('epoch')}: {reason};"
+            f"[bold red]labctl:[/] run {label} failed at epoch {_plain(figures.get('epoch'))}: {reason};"
             " the ranks' logs say more (`pulumi stack output follow`)",
             soft_wrap=True,
         )
         return EXIT_FAILED
     errors.print(
-        f"[bold red]labctl:[/] run {follower.label} did not finish within {timeout:.0f} s"
-        f" (last state: {figures.get('state', 'no run folder yet')}); `labctl status {status_flags}`"
+        f"[bold red]labctl:[/] run {label} did not finish within {timeout:.0f} s"
+        f" (last state: {_plain(figures.get('state', 'no run folder yet'))}); `labctl status {status_flags}`"
         " shows where it stands",
         soft_wrap=True,
     )
@@ -173,7 +194,7 @@ def follow(follower: Follower, interval: float, timeout: float | None, status_fl
 def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
         raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
-    name = args.run
+    name = run_option(args.run)
     stack: str = args.stack or DEFAULT_STACK
     if args.runs_dir is None or args.stack is not None:
         args.stack = stack

@@ -72,7 +72,7 @@ class Size:
         """The size of `count` such containers' work in one container (whole quantities scale)."""
 
         def scaled(quantity: str) -> str:
-            number = re.fullmatch(r"(\d+)(\D*)", quantity)
+            number = re.fullmatch(r"([0-9]+)([^0-9]*)", quantity)
             assert number, f"{quantity!r} is not a whole quantity"
             return f"{int(number.group(1)) * count}{number.group(2)}"
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 from lab.config.facts import (
+    CLUSTER_NETWORKS,
+    EPHEMERAL_PORTS,
     KUBEADM_SERVER_PORTS,
     KUEUE_MIN_K8S_MINOR,
     NFS_PORT,
@@ -53,6 +56,7 @@ def cross_checks(cfg: LabConfig) -> list[str]:
         )
     for addr in sorted({a for a in addresses if addresses.count(a) > 1}):
         problems.append(f"k8scifar:nodes: two nodes share the address {addr}; each node needs its own")
+    problems.extend(_cluster_network_checks(cfg))
     servers = [n.name for n in cfg.nodes if n.role is Role.SERVER]
     if len(servers) != 1:
         problems.append(
@@ -118,8 +122,33 @@ def _placement_problem(cfg: LabConfig, replicas: int) -> str:
     )
 
 
+def _cluster_networks(cfg: LabConfig) -> list[tuple[str, ipaddress.IPv4Network]]:
+    pod, service = CLUSTER_NETWORKS[cfg.distribution.value]
+    return [
+        (f"{cfg.distribution.value}'s pod network", ipaddress.IPv4Network(pod)),
+        (f"{cfg.distribution.value}'s Service network", ipaddress.IPv4Network(service)),
+    ]
+
+
+def _cluster_network_checks(cfg: LabConfig) -> list[str]:
+    """No node sits inside the networks the cluster gives its pods and Services: every node would
+    route that address to the cluster's own overlay, and the node could not be reached."""
+    problems = []
+    for i, node in enumerate(cfg.nodes):
+        ip = ipaddress.ip_address(node.address)
+        for what, network in _cluster_networks(cfg):
+            if ip in network:
+                problems.append(
+                    f"k8scifar:nodes[{i}].address: {node.address} is inside {what} {network}, which"
+                    " the cluster routes to its pods and Services; give the node an address outside"
+                    f" {network} (its address on the lab's network)"
+                )
+    return problems
+
+
 def _network_checks(cfg: LabConfig) -> list[str]:
-    """Every node can mount, and only networks that hold a node, no wider than allowed, may."""
+    """Every node can mount, and only networks that hold a node, no wider than allowed and not
+    the cluster's own, may; together they never admit every address."""
     problems = []
     nets = [ipaddress.ip_network(c) for c in cfg.nfs_allowed_networks]
     ips = {n.name: ipaddress.ip_address(n.address) for n in cfg.nodes}
@@ -141,6 +170,39 @@ def _network_checks(cfg: LabConfig) -> list[str]:
                 f" export read-write; list the nodes' /{WIDEST_NETWORK_PREFIX} or their /32s, or set"
                 " nfs.allowWideNetworks: true if every host in it may"
             )
+        for what, cluster in _cluster_networks(cfg):
+            if net.version == 4 and net.overlaps(cluster):
+                problems.append(
+                    f"k8scifar:nfs.allowedNetworks: {net} holds {what} {cluster}, so every pod could"
+                    " mount the export read-write; list the nodes' own networks only"
+                )
+    problems.extend(_union_checks(cfg, nets))
+    return problems
+
+
+def _union_checks(cfg: LabConfig, nets: list[Any]) -> list[str]:
+    """What the networks admit together: never every address, and no wider than one may alone."""
+    problems = []
+    for version, everyone in ((4, ipaddress.ip_network("0.0.0.0/0")), (6, ipaddress.ip_network("::/0"))):
+        listed = [n for n in nets if n.version == version]
+        for union in ipaddress.collapse_addresses(listed):
+            if union == everyone:
+                problems.append(
+                    f"k8scifar:nfs.allowedNetworks: {', '.join(map(str, listed))} together admit every"
+                    f" address ({everyone}): a read-write export to any network; list the lab's network,"
+                    " such as 192.168.1.0/24"
+                )
+            elif (
+                union not in listed
+                and union.prefixlen < WIDEST_NETWORK_PREFIX
+                and not cfg.nfs.allow_wide_networks
+            ):
+                parts = ", ".join(str(n) for n in listed if n.subnet_of(union))
+                problems.append(
+                    f"k8scifar:nfs.allowedNetworks: {parts} together make {union}, which lets"
+                    f" {union.num_addresses} addresses mount the export read-write; list the nodes'"
+                    f" /32s, or set nfs.allowWideNetworks: true if every host in it may"
+                )
     return problems
 
 
@@ -157,18 +219,32 @@ def cluster_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
     return ports
 
 
-def _port_checks(cfg: LabConfig) -> list[str]:
-    """The rendezvous port is none the cluster uses, on any node and under any distribution; on
-    the host network it must also miss SSH and the NodePorts kube-proxy may hold."""
-    port = cfg.trainer.port
+def _users(cfg: LabConfig, ports: range) -> list[str]:
+    """What already listens on any of `ports`: the cluster, on any node and under any distribution
+    (and the lab's node exporter); on the host network also SSH and the NodePorts kube-proxy may
+    hold."""
+    from lab.config.monitoring import NODE_EXPORTER_PORT  # it imports lab.config, which imports this
+
     taken = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT
     taken[(cfg.registry.port, "tcp")] = "registry NodePort"
-    users = sorted({why for (number, _), why in taken.items() if number == port})
+    if cfg.observability.enabled:
+        taken[(NODE_EXPORTER_PORT, "tcp")] = "the node exporter"
+    users = sorted({why for (number, _), why in taken.items() if number in ports})
     if cfg.trainer.host_network:
-        if port == cfg.ssh.port:
+        if cfg.ssh.port in ports:
             users.append("SSH")
-        if port in NODE_PORT_RANGE and not users:
+        if (
+            range(max(ports.start, NODE_PORT_RANGE.start), min(ports.stop, NODE_PORT_RANGE.stop))
+            and not users
+        ):
             users.append(f"the NodePort range {NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}")
+    return users
+
+
+def _port_checks(cfg: LabConfig) -> list[str]:
+    """The rendezvous port is none the cluster uses."""
+    port = cfg.trainer.port
+    users = _users(cfg, range(port, port + 1))
     if not users:
         return []
     return [
@@ -178,12 +254,27 @@ def _port_checks(cfg: LabConfig) -> list[str]:
 
 
 def _metrics_port_checks(cfg: LabConfig) -> list[str]:
+    """Each worker of a pod serves its metrics on metricsPort plus its LOCAL_RANK
+    (trainer/telemetry.py): none of those ports may be rank 0's rendezvous port, one the cluster
+    uses, or in the ephemeral range where the ranks' stores and collectives bind."""
+    if not cfg.observability.enabled:
+        return []
     port = cfg.observability.metrics_port
-    if port != cfg.trainer.port:
+    ports = range(port, port + cfg.world.ranks_per_pod)
+    shown = f"{port}" if len(ports) == 1 else f"{port} (to {ports[-1]}, a port for each rank of a pod)"
+    users = _users(cfg, ports)
+    if cfg.trainer.port in ports:
+        users.insert(0, f"trainer.port {cfg.trainer.port}, where rank 0's rendezvous listens")
+    if ports[-1] >= EPHEMERAL_PORTS[0]:
+        users.append(
+            f"the ephemeral ports {EPHEMERAL_PORTS[0]}-{EPHEMERAL_PORTS[1]} the ranks' stores and"
+            " collectives bind"
+        )
+    if not users:
         return []
     return [
-        f"k8scifar:observability.metricsPort: {port} is also trainer.port, where rank 0's rendezvous"
-        " listens; choose another port such as the default 9464"
+        f"k8scifar:observability.metricsPort: {shown} collides with {' and '.join(users)}; choose"
+        " another port such as the default 9464"
     ]
 
 

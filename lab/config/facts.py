@@ -59,6 +59,9 @@ EPHEMERAL_PORTS = (32768, 60999)
 # (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/).
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 RESERVED_NAMESPACE_PREFIX = "kube-"
+# Namespaces of what the lab installs beside its own: Kueue's manifests and chart install into
+# kueue-system (lab.cluster.gang KUEUE_NAMESPACE; tests hold the two equal).
+KUEUE_NAMESPACE = "kueue-system"
 
 # A user name as POSIX defines it (Base Definitions 3.437 User Name: characters of the portable
 # filename character set, 3.282, not starting with '-'), narrowed as shadow-utils' useradd does
@@ -92,12 +95,13 @@ GPU_NAMESPACE_SUFFIX = "-gpu"
 # Prometheus and Grafana; the exporters that need the host (lab.cluster.observability).
 MONITORING_NAMESPACE_SUFFIX = "-monitoring"
 EXPORTERS_NAMESPACE_SUFFIX = "-exporters"
-DERIVED_NAMESPACE_SUFFIXES = (
-    BUILD_NAMESPACE_SUFFIX,
-    GPU_NAMESPACE_SUFFIX,
-    MONITORING_NAMESPACE_SUFFIX,
-    EXPORTERS_NAMESPACE_SUFFIX,
-)
+DERIVED_NAMESPACE_ROLES = {
+    BUILD_NAMESPACE_SUFFIX: "image build",
+    GPU_NAMESPACE_SUFFIX: "NVIDIA device plugin",
+    MONITORING_NAMESPACE_SUFFIX: "Prometheus and Grafana",
+    EXPORTERS_NAMESPACE_SUFFIX: "exporters",
+}
+DERIVED_NAMESPACE_SUFFIXES = tuple(DERIVED_NAMESPACE_ROLES)
 DNS_LABEL_MAX = 63
 # The trainer's uid: above the system accounts (Debian Policy 9.2.2: 0-999) and the first login
 # user, 1000, which is also the uid the image build's BuildKit runs as; never `nobody` (65534),

@@ -10,10 +10,12 @@ from pydantic import Field, StringConstraints, field_validator
 
 from lab.config.batch import chosen_note, global_batch
 from lab.config.facts import (
+    DERIVED_NAMESPACE_ROLES,
     DERIVED_NAMESPACE_SUFFIXES,
     DNS_LABEL_MAX,
     KNOWN_PATCHES,
     KUEUE_MIN_K8S_MINOR,
+    KUEUE_NAMESPACE,
     RESERVED_NAMESPACE_PREFIX,
     RESERVED_NAMESPACES,
 )
@@ -38,7 +40,8 @@ class LabConfig(KeyModel):
     namespace: DnsLabel = Field(
         default="k8scifar",
         description="Namespace of every lab object; not default, kube-system, kube-public,"
-        " kube-node-lease or another kube-* one; at most"
+        " kube-node-lease, another kube-* one or kueue-system, not ending in one of the suffixes below"
+        " (nor making a reserved name with them); at most"
         f" {DNS_LABEL_MAX - max(map(len, DERIVED_NAMESPACE_SUFFIXES))} characters, as the lab's"
         f" {' and '.join(f'<namespace>{x}' for x in DERIVED_NAMESPACE_SUFFIXES)} are DNS labels too.",
     )
@@ -56,7 +59,7 @@ class LabConfig(KeyModel):
     @classmethod
     def _version(cls, value: str) -> str:
         # Numbers as Kubernetes writes them: no leading zeros, so one release has one spelling.
-        match = re.fullmatch(r"v?1\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})", value)
+        match = re.fullmatch(r"v?1\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})", value)
         if not match:
             raise ValueError(f"{value!r} is not a release such as 1.33.5 (numbers without leading zeros)")
         minor, patch = int(match.group(1)), int(match.group(2))
@@ -86,12 +89,32 @@ class LabConfig(KeyModel):
 
     @field_validator("namespace")
     @classmethod
-    def _not_reserved(cls, value: str) -> str:
-        if value in RESERVED_NAMESPACES or value.startswith(RESERVED_NAMESPACE_PREFIX):
+    def _not_taken(cls, value: str) -> str:
+        """The lab's namespace and those named after it (`<namespace>-build`, ...) are none that
+        Kubernetes or what the lab installs already uses, and the lab's namespace does not look
+        like one named after another (a lab moved from `k8scifar` to `k8scifar-gpu` would declare
+        the namespace its GPU plugin still holds)."""
+        fix = "use a name of the lab's own such as k8scifar"
+        suffix = next((s for s in DERIVED_NAMESPACE_SUFFIXES if value.endswith(s)), None)
+        if suffix is not None:
             raise ValueError(
-                f"{value!r} is a namespace Kubernetes reserves for itself; use one of the lab's own"
-                " such as k8scifar"
+                f"{value!r} ends in {suffix}, which the lab adds to its namespace for its"
+                f" {DERIVED_NAMESPACE_ROLES[suffix]}; {fix}"
             )
+        for suffix in ("", *DERIVED_NAMESPACE_SUFFIXES):
+            name = value + suffix
+            if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIX):
+                owner = "Kubernetes reserves for itself"
+            elif name == KUEUE_NAMESPACE:
+                owner = "Kueue installs into"
+            else:
+                continue
+            what = (
+                f"{value!r} is"
+                if not suffix
+                else f"{value!r} makes {name}, for its {DERIVED_NAMESPACE_ROLES[suffix]},"
+            )
+            raise ValueError(f"{what} a namespace {owner}; {fix}")
         return value
 
     # Derived facts the rest of the lab reads instead of recomputing.

@@ -4,18 +4,19 @@ Pulumi program (`pulumi up`), into one validated LabConfig."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from lab.config.checks import cross_checks
 from lab.config.facts import PROJECT, STACK_NAME
 from lab.config.lab_config import LabConfig
 from lab.config.messages import ConfigError, describe
+from lab.config.stack_yaml import load_yaml
 from lab.paths import STACKS_DIR
 
 
@@ -68,13 +69,28 @@ def read_stack_values(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ConfigError(str(path), ["has no `config:` mapping with k8scifar:* keys"])
     values: dict[str, Any] = {}
+    spelled: dict[tuple[str, str], str] = {}
     problems = []
     for key, value in config.items():
         namespace, name = _config_key(str(key))
         if not name:
             problems.append(f"{key}: keys must be written {PROJECT}:NAME, or NAMESPACE:NAME for others' keys")
-        elif namespace != PROJECT and get_close_matches(namespace, [PROJECT], cutoff=0.75):
-            problems.append(f"{key}: no such namespace {namespace!r}; the lab's keys are {PROJECT}:{name}")
+            continue
+        if (namespace, name) in spelled:
+            # Pulumi reads both spellings into one Go map in no fixed order (pulumi/pulumi
+            # sdk/go/common/resource/config/map.go, Map.UnmarshalYAML): either value may win.
+            problems.append(
+                f"{spelled[namespace, name]} and {key} are one key to Pulumi, which keeps either"
+                f" value at random; keep only {namespace}:{name}"
+            )
+            continue
+        spelled[namespace, name] = str(key)
+        if namespace != PROJECT and _looks_like_project(namespace):
+            # Pulumi's namespaces are exact: `pulumi up` would leave such a key to nobody.
+            exact = " (Pulumi's namespaces are exact)" if _folded(namespace) == PROJECT else ""
+            problems.append(
+                f"{key}: no such namespace {namespace!r}{exact}; the lab's keys are {PROJECT}:{name}"
+            )
         elif namespace == PROJECT and _encrypted(value):
             problems.append(_encrypted_problem(f"{PROJECT}:{name}"))
         elif namespace == PROJECT:
@@ -83,6 +99,16 @@ def read_stack_values(path: Path) -> dict[str, Any]:
     if problems:
         raise ConfigError(str(path), problems)
     return values
+
+
+def _folded(namespace: str) -> str:
+    return unicodedata.normalize("NFKC", namespace).casefold().strip()
+
+
+def _looks_like_project(namespace: str) -> bool:
+    """A namespace that is the lab's but for case, width, blanks or a slip of the keyboard."""
+    folded = _folded(namespace)
+    return folded == PROJECT or bool(get_close_matches(folded, [PROJECT], cutoff=0.75))
 
 
 def _config_key(key: str) -> tuple[str, str]:
@@ -120,83 +146,6 @@ def _encrypted_problem(key: str) -> str:
     )
 
 
-class _UnreadableValue(yaml.constructor.ConstructorError):
-    """Valid YAML holding a value Python cannot read."""
-
-
-class _StackLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key written twice in one mapping instead of keeping the
-    last value (YAML 1.2.2, 3.2.1.1: the keys of a mapping are unique)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<:` merges are overridden by the mapping's own keys on purpose
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, list | dict):
-                continue  # unhashable: SafeLoader itself refuses it, with its position
-            if key in seen:
-                first = seen[key]
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first at line {first.line + 1}); keep one of them",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        # Python refuses to read an integer of more than 4300 digits (sys.get_int_max_str_digits).
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:
-            raise _UnreadableValue(
-                None,
-                None,
-                f"a number of {len(str(node.value))} digits, far beyond what any key takes;"
-                " write the value the key needs",
-                node.start_mark,
-            ) from None
-
-
-_StackLoader.add_constructor("tag:yaml.org,2002:int", _StackLoader.construct_yaml_int)
-
-
-def load_yaml(path: Path) -> Any:
-    """A YAML file's content; ConfigError naming the file, line and column when it cannot be read."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise ConfigError(
-            f"{path}:{line}:{column}",
-            [f"byte 0x{data[err.start]:02x} is not UTF-8 text; save the file as UTF-8"],
-        ) from None
-    try:
-        return yaml.load(text, Loader=_StackLoader)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = " ".join(str(err.problem or err.context or "unreadable").split())
-        fix = "" if ";" in problem else "; fix the file at that position"
-        kind = "" if isinstance(err, _UnreadableValue) else "not valid YAML: "
-        raise ConfigError(where, [f"{kind}{problem}{fix}"]) from None
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), [f"not valid YAML: {' '.join(str(err).split())}"]) from None
-    except RecursionError:
-        raise ConfigError(
-            str(path),
-            [
-                "nested too deeply to read (lists or mappings inside each other); a stack file"
-                " needs a few levels at most"
-            ],
-        ) from None
-
-
 def load_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> LabConfig:
     """The validated configuration of `stacks/Pulumi.<stack>.yaml`."""
     path = stack_file(stack, stacks_dir)
@@ -216,7 +165,10 @@ def from_pulumi() -> LabConfig:
     import pulumi
     from pulumi.runtime import config as runtime_config
 
-    check_stack_name(pulumi.get_stack())
+    path = stack_file(pulumi.get_stack())
+    if path.is_file():
+        # The file the Pulumi CLI has just read: one it reads differently from labctl stops here.
+        read_stack_values(path)
     prefix = f"{PROJECT}:"
     names = set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
     values: dict[str, Any] = {}

@@ -20,9 +20,9 @@ PATTERN_RULES = {
     INTERFACE_NAME: "a network interface name (1 to 15 letters, digits, '_', '.', ':', '@' or '-');"
     " write the name `ip -brief link` shows on the node, such as eth0 or enp3s0",
 }
-# Unquoted, these words are booleans to YAML 1.1 (https://yaml.org/type/bool.html), which PyYAML
-# and Pulumi's stack-file reader (gopkg.in/yaml.v2 in pulumi/pulumi sdk/go/common/encoding/marshal.go)
-# both follow: a value such as `off` must be quoted to stay a word.
+# Unquoted, these words are booleans to YAML 1.1 (https://yaml.org/type/bool.html) and to
+# gopkg.in/yaml.v2, not to the Pulumi CLI's gopkg.in/yaml.v3: a stack file holding one unquoted is
+# refused when it is read (lab/config/stack_yaml.py); values from elsewhere are explained here.
 YAML_BOOLEAN_WORDS = {
     False: ("off", "no", "false", "n"),
     True: ("on", "yes", "true", "y"),

@@ -232,7 +232,9 @@ class Observability(KeyModel):
         ge=1024,
         # Below the ephemeral range the ranks' collectives use (EPHEMERAL_PORTS).
         le=EPHEMERAL_PORTS[0] - 1,
-        description="Port each rank serves its Prometheus metrics on; not the rendezvous port.",
+        description="Port each rank serves its Prometheus metrics on, plus its rank within the pod;"
+        " none of those ports the rendezvous port, one the cluster uses (kubelet, API server, etcd,"
+        " NFS, registry, node exporter) or an ephemeral one.",
     )
     node_exporter_port: int = Field(
         default=NODE_EXPORTER_PORT,

@@ -77,12 +77,14 @@ class Remote:
         """Run `command` in the node's login shell; SshError when the node cannot be reached."""
         return self._run(command, stdin, timeout, text=True)
 
-    def run_bytes(self, command: str, timeout: float = 600) -> subprocess.CompletedProcess[bytes]:
+    def run_bytes(
+        self, command: str, stdin: bytes | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[bytes]:
         """`run` for commands whose output is binary, such as a tar stream."""
-        return self._run(command, None, timeout, text=False)
+        return self._run(command, stdin, timeout, text=False)
 
     def _run(
-        self, command: str, stdin: str | None, timeout: float, text: bool
+        self, command: str, stdin: str | bytes | None, timeout: float, text: bool
     ) -> subprocess.CompletedProcess[Any]:
         self._check_key()
         try:
@@ -119,8 +121,13 @@ class Remote:
             )
 
     def unreachable(self, stderr: str) -> str:
-        """The one-line message for a failed connection, from ssh's own last word on it."""
-        reason = (stderr.strip().splitlines() or ["no reason given"])[-1]
+        """The one-line message for a failed connection, from what ssh said about it."""
         return login_problem(
-            self.node.name, self.node.user, self.node.address, self.ssh.port, self.ssh.key_path, reason
+            self.node.name,
+            self.node.user,
+            self.node.address,
+            self.ssh.port,
+            self.ssh.key_path,
+            stderr,
+            str(self.known_hosts),
         )

@@ -32,7 +32,7 @@ TRAINER_MODULE = "trainer"
 # the trainer's MIN_STEPS_PER_EPOCH (trainer/loader.py), which warns that fewer cannot learn.
 SMALL_BATCH = 128
 # The trainer's progress lines: one after each epoch, one after loading a checkpoint.
-EPOCH_LINE = r"^epoch +\d+/\d+ "
+EPOCH_LINE = r"^epoch +[0-9]+/[0-9]+ "
 RESUMED_LINE = r"^resumed from "
 
 

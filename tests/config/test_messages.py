@@ -71,7 +71,10 @@ WRONG = [
     (
         "an unquoted off",
         _stack(policy="off"),
-        ["k8scifar:ssh.hostKeyPolicy: an unquoted off reads as false in YAML", 'write it in quotes: "off"'],
+        [
+            "k8scifar:ssh.hostKeyPolicy (line 13): unquoted off is false to labctl",
+            'write it in quotes ("off")',
+        ],
         ["False"],
     ),
     (

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rich.console import Console
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from lab.cli.support.runfolders import printable
 from lab.config import ConfigError
 
 # Piped or redirected output has no terminal to fit: rich would fold every table to 80 columns.
@@ -105,5 +107,12 @@ def one_line(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
+def shown(value: object) -> Text:
+    """`value` as a table cell or line shows it: as plain text (no rich markup), with control
+    characters written as visible escapes: for what a run folder, a node or a stack file holds."""
+    return Text(printable(str(value)))
+
+
 def print_error(err: Exception) -> None:
-    errors.print(f"[bold red]labctl:[/] {one_line(err)}", soft_wrap=True)
+    # The message may quote what a stack file or a run folder holds: never markup, never escapes.
+    errors.print(f"[bold red]labctl:[/] {escape(printable(one_line(err)))}", soft_wrap=True)

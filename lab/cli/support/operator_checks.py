@@ -32,7 +32,7 @@ def pulumi_cli() -> Finding:
         )
     done = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=30, check=False)
     version = done.stdout.strip()
-    if done.returncode != 0 or not re.fullmatch(r"v?3\.\d+\.\d+.*", version):
+    if done.returncode != 0 or not re.fullmatch(r"v?3\.[0-9]+\.[0-9]+.*", version):
         return Finding(
             OPERATOR,
             "Pulumi CLI",

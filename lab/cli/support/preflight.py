@@ -21,6 +21,7 @@ from lab.config.facts import (
 from lab.config.monitoring import host_ports
 from lab.paths import ANSIBLE_DIR
 from lab.remote.ssh import Remote, SshError
+from trainer.inputs import is_digits
 
 SUPPORTED_OS = {("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
 MAX_CLOCK_SKEW_S = 1.0
@@ -89,7 +90,7 @@ class Listening:
 
 # ss's process column: users:(("name",pid=N,fd=M),...); a name is the process's comm, which its
 # owner chooses: only printable characters of it are shown, at most 15 (the kernel's TASK_COMM_LEN).
-_SS_PROCESS = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+)')
+_SS_PROCESS = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=([0-9]+)')
 
 
 def listening_sockets(text: str) -> list[Listening]:
@@ -103,7 +104,7 @@ def listening_sockets(text: str) -> list[Listening]:
         if len(fields) < 4:
             continue
         port = fields[3].rpartition(":")[2]
-        if not port.isascii() or not port.isdigit():
+        if not is_digits(port):
             continue
         owner = _SS_PROCESS.search(fields[5]) if len(fields) > 5 else None
         process = ""

@@ -6,16 +6,19 @@ import argparse
 import io
 import json
 import shlex
-import shutil
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
+
+from rich.markup import escape
 
 from lab.cli.support import runfolders
-from lab.cli.support.console import CliError
+from lab.cli.support.console import CliError, errors
 from lab.cli.support.stackarg import load
 from lab.remote.ssh import Remote
+from trainer import inputs
 
 
 class RunsSource(Protocol):
@@ -24,7 +27,7 @@ class RunsSource(Protocol):
 
     def collect(self) -> dict[str, Any]: ...
 
-    def fetch(self, dest: Path) -> None: ...
+    def fetch(self, dest: Path) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -38,17 +41,28 @@ class LocalRuns:
     def collect(self) -> dict[str, Any]:
         if not self.root.is_dir():
             raise CliError(f"{self.root} is not a directory; pass the folder that holds the run folders")
-        return runfolders.collect(self.root)
+        try:
+            return runfolders.collect(str(self.root))
+        except OSError as err:
+            raise CliError(f"cannot read {self.root} ({err.strerror}); pass a folder you may read") from None
 
-    def fetch(self, dest: Path) -> None:
-        shutil.copytree(
-            self.root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*runfolders.SKIPPED)
-        )
+    def fetch(self, dest: Path) -> list[str]:
+        with tempfile.TemporaryFile() as spool:
+            try:
+                problems = runfolders.archive(str(self.root), spool)
+            except OSError as err:
+                raise CliError(
+                    f"cannot read {self.root} ({err.strerror}); pass a folder you may read"
+                ) from None
+            spool.seek(0)
+            _extract(spool, dest, self.where)
+        return problems
 
 
 @dataclass(frozen=True)
 class ExportRuns:
-    """The runs folder on the NFS export, read with the server's own python3 and tar under sudo."""
+    """The runs folder on the NFS export, read by the server's own python3 as the SSH user: no
+    sudo, for the trainer's files are readable by all (lab/cli/support/runfolders.py)."""
 
     remote: Remote
     root: str
@@ -58,22 +72,72 @@ class ExportRuns:
         return f"{self.remote.node.name}:{self.root}"
 
     def collect(self) -> dict[str, Any]:
-        done = self.remote.run(
-            f"sudo -n python3 - {shlex.quote(self.root)}", stdin=Path(runfolders.__file__).read_text()
-        )
+        done = self.remote.run(f"python3 - {shlex.quote(self.root)}", stdin=_reader())
         if done.returncode != 0:
-            raise CliError(f"could not read {self.where}: {_last_line(done.stderr)}")
-        return json.loads(done.stdout)
+            raise CliError(f"could not read {self.where}: {runfolders.printable(_last_line(done.stderr))}")
+        try:
+            found: dict[str, Any] = json.loads(done.stdout)
+        except ValueError:
+            raise CliError(f"could not read {self.where}: its python3 answered no JSON") from None
+        return found
 
-    def fetch(self, dest: Path) -> None:
-        excludes = " ".join(f"--exclude={shlex.quote(s)}" for s in sorted(runfolders.SKIPPED))
-        done = self.remote.run_bytes(f"sudo -n tar -C {shlex.quote(self.root)} {excludes} -cf - .")
+    def fetch(self, dest: Path) -> list[str]:
+        done = self.remote.run_bytes(f"python3 - --tar {shlex.quote(self.root)}", stdin=_reader().encode())
+        said = done.stderr.decode(errors="replace")
         if done.returncode != 0:
-            raise CliError(f"could not copy {self.where}: {_last_line(done.stderr.decode(errors='replace'))}")
+            raise CliError(f"could not copy {self.where}: {runfolders.printable(_last_line(said))}")
+        _extract(io.BytesIO(done.stdout), dest, self.where)
+        try:
+            problems: list[str] = json.loads(_last_line(said))["problems"]
+        except (ValueError, KeyError, TypeError):
+            problems = []
+        return problems
+
+
+def _reader() -> str:
+    return Path(runfolders.__file__).read_text()
+
+
+def _extract(archive: IO[bytes], dest: Path, where: str) -> None:
+    """Unpack the reader's tar into `dest`; the "data" filter refuses, once more, absolute paths,
+    links, devices and anything that would land outside `dest`."""
+    try:
         dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
-            # The "data" filter refuses absolute paths, links out of dest and device files.
-            archive.extractall(dest, filter="data")
+        with tarfile.open(fileobj=archive, mode="r|") as tar:
+            tar.extractall(dest, filter="data")
+    except tarfile.FilterError as err:
+        raise CliError(f"refused to copy {where} into {dest}: {runfolders.printable(str(err))}") from None
+    except tarfile.TarError as err:
+        raise CliError(f"could not copy {where}: {runfolders.printable(str(err))}") from None
+
+
+def print_problems(found: dict[str, Any], shown: set[str] | None = None) -> None:
+    """One warning line per file of the run folders left alone (each once, with `shown`)."""
+    for line in found.get("problems") or []:
+        if shown is not None:
+            if line in shown:
+                continue
+            shown.add(line)
+        errors.print(f"[yellow]labctl:[/] {escape(runfolders.printable(str(line)))}", soft_wrap=True)
+
+
+def run_option(name: str | None) -> str | None:
+    """`--run NAME` (a run folder) or `--run SWEEP/INDEX` (a sweep's member), as the trainer names
+    them (trainer.inputs.run_name); CliError for anything else, such as a path."""
+    if name is None:
+        return None
+    parts = name.split("/")
+    try:
+        inputs.run_name(parts[0])
+        valid = len(parts) == 1 or (len(parts) == 2 and inputs.is_digits(parts[1]))
+    except ValueError:
+        valid = False
+    if not valid:
+        raise CliError(
+            f"--run {name[:60]!r} is not a run: name its folder under the runs folder"
+            f" ({inputs.RUN_NAME_RULE}), or SWEEP/INDEX for a member of a sweep"
+        )
+    return name
 
 
 def _last_line(text: str) -> str:

@@ -190,7 +190,7 @@ def claim_problems(claims: Mapping[str, Any]) -> list[str]:
 
 
 # Lines the trainer's rank 0 prints only after a collective step of the whole group succeeded.
-GROUP_EVIDENCE = re.compile(r"^(epoch +\d+/\d+ |resumed from |done: |run \S+ is complete )", re.M)
+GROUP_EVIDENCE = re.compile(r"^(epoch +[0-9]+/[0-9]+ |resumed from |done: |run \S+ is complete )", re.M)
 
 
 def group_problems(logs: str) -> list[str]:

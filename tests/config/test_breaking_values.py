@@ -1,0 +1,215 @@
+"""Values that used to validate and then break the machines are refused before anything runs, in
+one line naming the key and the fix: node addresses inside the cluster's own networks, digits
+that are not ASCII, a metrics port on a port something else holds, a namespace something else
+holds, allowed networks that together admit everyone."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.config import ConfigError, parse_config
+from lab.paths import ROOT
+
+GPU: dict[str, Any] = {
+    "nodes": [
+        {"name": "gpu-a", "address": "192.168.50.11", "user": "ubuntu", "role": "server", "gpus": 2},
+        {"name": "gpu-b", "address": "192.168.50.12", "user": "ubuntu", "role": "agent", "gpus": 2},
+    ]
+}
+
+
+def _with(values: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(values)
+    for key, value in changes.items():
+        section, _, name = key.partition("__")
+        if name:
+            out.setdefault(section, {})[name] = value
+        else:
+            out[section] = value
+    return out
+
+
+def _node(i: int, **changes: Any) -> dict[str, Any]:
+    return _with(GPU, nodes=[dict(n, **changes) if j == i else n for j, n in enumerate(GPU["nodes"])])
+
+
+def _problem(values: dict[str, Any], key: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+    found = [p for p in caught.value.problems if p.startswith(f"{key}:")]
+    assert found, caught.value.problems
+    assert "\n" not in found[0]
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("distribution", "address", "network"),
+    [
+        ("k3s", "10.42.0.7", "pod network 10.42.0.0/16"),
+        ("k3s", "10.43.255.1", "Service network 10.43.0.0/16"),
+        ("kubeadm", "10.244.1.20", "pod network 10.244.0.0/16"),
+        ("kubeadm", "10.100.0.3", "Service network 10.96.0.0/12"),
+    ],
+)
+def test_a_node_inside_the_clusters_own_networks_is_refused(
+    distribution: str, address: str, network: str
+) -> None:
+    values = _node(1, address=address) | {"distribution": distribution}
+    problem = _problem(values, "k8scifar:nodes[1].address")
+    assert f"{address} is inside {distribution}'s {network}" in problem and "outside" in problem
+    # The other distribution's networks are elsewhere.
+    parse_config(values | {"distribution": "kubeadm" if distribution == "k3s" else "k3s"})
+
+
+@pytest.mark.parametrize(
+    ("key", "values"),
+    [
+        ("k8scifar:kubernetesVersion", _with(GPU, kubernetesVersion="1.٣٣.5")),
+        ("k8scifar:kubernetesVersion", _with(GPU, kubernetesVersion="1.33.٥")),
+        ("k8scifar:kubernetesVersion", _with(GPU, kubernetesVersion="1.3３.5")),
+        ("k8scifar:trainer.epochs", _with(GPU, trainer__epochs="٣")),
+        ("k8scifar:trainer.seed", _with(GPU, trainer__seed="１２")),
+        ("k8scifar:ssh.port", _with(GPU, ssh__port="２２")),
+        ("k8scifar:sweep.parameters.epochs", _with(GPU, sweep={"parameters": {"epochs": ["٣", 2]}})),
+        (
+            "k8scifar:sweep.parameters.learningRate",
+            _with(GPU, sweep={"parameters": {"learningRate": ["٠.١"]}}),
+        ),
+    ],
+)
+def test_digits_that_are_not_ascii_are_refused(key: str, values: dict[str, Any]) -> None:
+    _problem(values, key)
+
+
+def test_ascii_numbers_written_as_text_still_read() -> None:
+    cfg = parse_config(_with(GPU, kubernetesVersion="1.33.5", sweep={"parameters": {"epochs": ["3", 2]}}))
+    assert cfg.sweep is not None and cfg.sweep.space()["parameters"]["epochs"] == [3, 2]
+
+
+@pytest.mark.parametrize(
+    ("changes", "collides"),
+    [
+        ({"observability__metricsPort": 29500}, "trainer.port 29500, where rank 0's rendezvous listens"),
+        # Two ranks a pod serve on 29499 and 29500.
+        ({"observability__metricsPort": 29499}, "trainer.port 29500"),
+        ({"observability__metricsPort": 10249}, "kubelet"),
+        ({"observability__metricsPort": 6443}, "Kubernetes API"),
+        ({"observability__metricsPort": 2379}, "etcd"),
+        ({"observability__metricsPort": 9099}, "the node exporter"),
+        ({"observability__metricsPort": 30500}, "registry NodePort"),
+        ({"observability__metricsPort": 32767}, "the ephemeral ports 32768-60999"),
+        ({"observability__metricsPort": 2048}, "NFS"),
+        ({"observability__metricsPort": 2222, "ssh__port": 2223, "trainer__hostNetwork": True}, "SSH"),
+    ],
+)
+def test_a_metrics_port_something_else_holds_is_refused(changes: dict[str, Any], collides: str) -> None:
+    problem = _problem(_with(GPU, **changes), "k8scifar:observability.metricsPort")
+    assert collides in problem and "such as the default 9464" in problem
+
+
+def test_the_metrics_ports_of_a_pods_ranks_count() -> None:
+    # spread over one-GPU nodes: one rank a pod, so the next port is free.
+    one = [dict(n, gpus=1) for n in GPU["nodes"]]
+    parse_config(_with(GPU, nodes=one, observability={"metricsPort": 29499}))
+    # Without the monitoring stack nothing serves metrics.
+    parse_config(_with(GPU, observability={"enabled": False, "metricsPort": 29500}))
+
+
+@pytest.mark.parametrize(
+    ("namespace", "words"),
+    [
+        ("kube", "makes kube-build, for its image build, a namespace Kubernetes reserves"),
+        ("kueue-system", "a namespace Kueue installs into"),
+        ("k8scifar-gpu", "ends in -gpu, which the lab adds to its namespace for its NVIDIA device plugin"),
+        ("k8scifar-monitoring", "ends in -monitoring"),
+        ("lab-exporters", "ends in -exporters"),
+        ("kube-flannel", "a namespace Kubernetes reserves"),
+        ("default", "a namespace Kubernetes reserves"),
+    ],
+)
+def test_a_namespace_something_else_holds_is_refused(namespace: str, words: str) -> None:
+    assert words in _problem(_with(GPU, namespace=namespace), "k8scifar:namespace")
+
+
+def test_the_kueue_namespace_fact_is_the_one_the_cluster_installs_into() -> None:
+    from lab.cluster.gang import KUEUE_NAMESPACE as cluster_namespace
+    from lab.config.facts import KUEUE_NAMESPACE
+
+    assert cluster_namespace == KUEUE_NAMESPACE
+
+
+@pytest.mark.parametrize(
+    ("nodes", "networks", "wide", "words"),
+    [
+        (("10.0.0.1", "192.168.1.1"), ["0.0.0.0/1", "128.0.0.0/1"], True, "together admit every address"),
+        (
+            ("10.0.0.1", "192.168.1.1"),
+            ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/1"],
+            True,
+            "together admit every address",
+        ),
+        (
+            ("192.168.50.11", "192.168.51.12"),
+            ["192.168.50.0/24", "192.168.51.0/24"],
+            False,
+            "together make 192.168.50.0/23",
+        ),
+        (("10.1.0.1", "10.1.0.2"), ["10.0.0.0/8"], True, "holds k3s's pod network 10.42.0.0/16"),
+    ],
+)
+def test_allowed_networks_that_together_admit_too_much_are_refused(
+    nodes: tuple[str, str], networks: list[str], wide: bool, words: str
+) -> None:
+    values = _with(GPU, nodes=[dict(n, address=a) for n, a in zip(GPU["nodes"], nodes, strict=True)])
+    values["nfs"] = {"allowedNetworks": networks, "allowWideNetworks": wide}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+    assert any(
+        p.startswith("k8scifar:nfs.allowedNetworks: ") and words in p for p in caught.value.problems
+    ), caught.value.problems
+
+
+def test_allowed_networks_that_stay_narrow_still_load() -> None:
+    values = _with(GPU, nfs={"allowedNetworks": ["192.168.50.11/32", "192.168.50.12/32"]})
+    assert parse_config(values).nfs_allowed_networks == ["192.168.50.11/32", "192.168.50.12/32"]
+    wide = _with(GPU, nfs={"allowedNetworks": ["192.168.0.0/16"], "allowWideNetworks": True})
+    assert parse_config(wide).nfs_allowed_networks == ["192.168.0.0/16"]
+
+
+def _sources() -> list[Path]:
+    return sorted(p for folder in ("lab", "trainer") for p in (ROOT / folder).rglob("*.py"))
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            found.add(id(body[0].value))
+    return found
+
+
+def test_no_pattern_or_check_takes_unicode_digits_for_ascii_ones() -> None:
+    r"""`\d` and `str.isdigit` take '٣' and '²' for digits; the lab and the trainer spell digits
+    [0-9] and read numbers through trainer.inputs."""
+    found = []
+    for path in _sources():
+        tree = ast.parse(path.read_text())
+        docstrings = _docstrings(tree)
+        for node in ast.walk(tree):
+            pattern = (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and re.search(r"\\[dD]", node.value)
+            )
+            check = isinstance(node, ast.Attribute) and node.attr in {"isdigit", "isdecimal", "isnumeric"}
+            if pattern or check:
+                found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}")
+    assert found == []
