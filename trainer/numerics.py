@@ -64,15 +64,18 @@ class Lookahead:
 
     @torch.no_grad()
     def after_step(self, step: int, total: int) -> None:
-        if step == total:
-            decay = 1.0  # the last step hands the averaged weights to the net
-        elif step % self.every == 0:
+        """airbench's rule after step `step` of `total` (`train` in airbench/utils.py): every
+        `every` steps the average moves towards the weights and the weights take it; after the
+        last step the weights take the average, which holds a share of the last steps only when
+        that step is itself a multiple of `every` (airbench94's 476 end on step 475's average)."""
+        if step % self.every == 0:
             decay = self.decay**self.every * (step / total) ** 3
-        else:
-            return
-        for fast, slow in self.groups:
-            torch._foreach_lerp_(slow, fast, 1 - decay)
-            torch._foreach_copy_(fast, slow)
+            for fast, slow in self.groups:
+                torch._foreach_lerp_(slow, fast, 1 - decay)
+                torch._foreach_copy_(fast, slow)
+        elif step == total:
+            for fast, slow in self.groups:
+                torch._foreach_copy_(fast, slow)
 
 
 class Numerics:
