@@ -33,12 +33,15 @@ class Diverged(RunFailed):
     """The loss stopped being a number, or grew far past a uniform guess's; the run is marked failed."""
 
 
-def schedule(progress: float, shape: tuple[float, float, float]) -> float:
-    """Piecewise-linear learning-rate multiplier: `start` -> 1 at `peak` -> `end` at progress 1."""
+def schedule(step: int, total: int, shape: tuple[float, float, float]) -> float:
+    """Piecewise-linear learning-rate multiplier before step `step` of `total` (from 0): `start`
+    -> 1 at step int(peak x total) -> `end` at `total`. The peak falls on a whole step, as in
+    airbench94's `triangle` (airbench/utils.py; 109 of 476 steps)."""
     start, peak, end = shape
-    if progress < peak:
-        return start + (1 - start) * progress / peak
-    return 1 + (end - 1) * (progress - peak) / (1 - peak)
+    warmup = int(peak * total)
+    if step < warmup:
+        return start + (1 - start) * step / warmup
+    return 1 + (end - 1) * (step - warmup) / (total - warmup)
 
 
 class Lookahead:
@@ -103,7 +106,7 @@ class Numerics:
         )
 
     def set_learning_rates(self, step: int, total: int, epoch: int) -> None:
-        multiplier = schedule(step / total, self.recipe.schedule)
+        multiplier = schedule(step, total, self.recipe.schedule)
         for group in self.optimizer.param_groups:
             # A frozen whitening bias keeps its value: SGD's update is the rate times its buffer.
             frozen = group["name"] == "whiten_bias" and epoch >= self.recipe.whiten_bias_epochs

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from trainer.model import RECIPES, Airbench, from_airbench94, param_groups
-from trainer.numerics import Lookahead
+from trainer.numerics import Lookahead, schedule
 
 # airbench94's `hyp['opt']` (KellerJordan/cifar10-airbench, airbench94.py): lr and weight decay per
 # 1024 examples, its batch, momentum, bias scaler, label smoothing, epochs, whitening-bias epochs;
@@ -121,3 +122,14 @@ def test_the_lookahead_averages_batchnorm_running_statistics_too() -> None:
     for norm, start in zip(norms, before, strict=True):
         torch.testing.assert_close(norm.running_mean, start)
 
+
+@pytest.mark.parametrize("total", [476, 480])
+def test_the_schedule_is_airbench94s_triangle_peaking_on_a_whole_step(total: int) -> None:
+    """airbench94's `triangle(total, start=0.2, end=0.07, peak=0.23)`: linear through
+    (0, 0.2), (int(0.23 x total), 1), (total, 0.07), read at the step about to be taken."""
+    peak = int(AIRBENCH94["schedule"][1] * total)
+    assert peak == {476: 109, 480: 110}[total]
+    start, _, end = AIRBENCH94["schedule"]
+    for step in range(total):
+        expected = float(np.interp(step, [0, peak, total], [start, 1.0, end]))
+        assert schedule(step, total, RECIPES["airbench"].schedule) == pytest.approx(expected, abs=1e-12), step
