@@ -183,8 +183,9 @@ class Layout:
 
     template: dict[str, Any]  # the state a fresh run would save: its keys, tensor shapes and types
     parameters: tuple[torch.Tensor, ...]  # the optimizer's parameters, in its state_dict numbering
-    epochs: int
+    epochs: int  # the epochs the run reaches, the last perhaps partway
     steps_per_epoch: int
+    steps: int  # the run's budget of steps in all
     line_keys: tuple[str, ...]  # what every line of the metrics history holds
 
 
@@ -337,12 +338,16 @@ def _progress(found: Any, expected: dict[str, Any], layout: Layout) -> str | Non
         return problem
     epochs, per_epoch = layout.epochs, layout.steps_per_epoch
     epoch = found["epoch"]
-    problem = _integer("its epoch", epoch, 0, epochs) or _integer(
-        "its step within the epoch", found["step_in_epoch"], 0, 0 if epoch == epochs else per_epoch - 1
-    )
+    problem = _integer("its epoch", epoch, 0, epochs)
     if problem:
         return problem
-    step = epoch * per_epoch + found["step_in_epoch"]
+    # Steps before its epoch, and in it: the last epoch's end where the budget ends partway.
+    before = min(epoch * per_epoch, layout.steps)
+    last_in_epoch = 0 if epoch == epochs else min(per_epoch, layout.steps - before) - 1
+    problem = _integer("its step within the epoch", found["step_in_epoch"], 0, last_in_epoch)
+    if problem:
+        return problem
+    step = before + found["step_in_epoch"]
     if type(found["step"]) is not int or found["step"] != step:
         return f"its step {found['step']!r} is not {step}, where its epoch and step within it put it"
     sums = found["sums"]

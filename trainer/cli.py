@@ -78,7 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--model", choices=contract.MODELS, default=contract.AIRBENCH)
     train.add_argument("--width", type=_rule("width"), default=64, help="channels of the first block")
-    train.add_argument("--epochs", type=_rule("epochs"), help="default: the model's recipe")
+    budget = train.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--epochs", type=_rule("epochs"), help="whole epochs; default: the model's recipe (airbench: 9.9)"
+    )
+    budget.add_argument(
+        "--steps", type=_rule("steps"), help="optimizer steps in all; the last epoch may end partway"
+    )
     train.add_argument(
         "--batch-size", type=_rule("batch_size"), default=1024, help="global, whatever the ranks"
     )
@@ -179,7 +185,10 @@ def _train(args: argparse.Namespace) -> int:
     run_dir = args.runs / args.run_name
     if args.sweep is not None:
         index = _sweep_index(args.index)
-        options.update(sweep.select(args.sweep, index))
+        chosen = sweep.select(args.sweep, index)
+        if "epochs" in chosen:
+            options["steps"] = None  # the set's epochs are the budget, whichever the flags gave
+        options.update(chosen)
         run_dir = run_dir / str(index)
     # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
     from trainer import data, distributed, lifecycle, run_state

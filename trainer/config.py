@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer.errors import TrainerError
+from trainer.hyperparameters import MAX_EPOCHS
 from trainer.model import RECIPES
 
 
@@ -22,7 +24,8 @@ class TrainConfig:
 
     model: str
     width: int
-    epochs: int
+    epochs: int  # epochs the run reaches, the last perhaps partway: ceil(steps / steps an epoch)
+    steps: int  # the budget: optimizer steps in all
     batch_size: int
     lr: float
     weight_decay: float
@@ -46,6 +49,30 @@ class TrainConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def budget(options: dict[str, Any], train_images: int) -> tuple[int, int]:
+    """(epochs, steps) of a run: `steps` as given, or whole `epochs`, or else the recipe's epochs,
+    whose fraction ends partway through the last as airbench94 counts it (ceil(steps an epoch x
+    epochs)); the epochs are those the steps reach."""
+    epochs, steps = options.get("epochs"), options.get("steps")
+    if epochs is not None and steps is not None:
+        raise ConfigurationError(f"--epochs {epochs} and --steps {steps} both set the budget: give one")
+    # The loader refuses a batch larger than the data; one step an epoch keeps this arithmetic whole.
+    per_epoch = max(train_images // int(options["batch_size"]), 1)
+    if steps is None:
+        steps = (
+            per_epoch * epochs
+            if epochs is not None
+            else math.ceil(per_epoch * RECIPES[options["model"]].epochs)
+        )
+    reached = -(-int(steps) // per_epoch)
+    if reached > MAX_EPOCHS:
+        raise ConfigurationError(
+            f"--steps {steps} is {reached} epochs of {per_epoch} steps, more than the {MAX_EPOCHS} a run may"
+            f" take: give at most {MAX_EPOCHS * per_epoch}"
+        )
+    return reached, int(steps)
+
+
 def resolve(options: dict[str, Any], train_images: int, test_images: int, trained_on: str) -> TrainConfig:
     """Fill the options left unset (None) from the model's recipe."""
     recipe = RECIPES[options["model"]]
@@ -54,10 +81,12 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int, traine
         value = options.get(name)
         return getattr(recipe, name) if value is None else value
 
+    epochs, steps = budget(options, train_images)
     return TrainConfig(
         model=options["model"],
         width=options["width"],
-        epochs=int(pick("epochs")),
+        epochs=epochs,
+        steps=steps,
         batch_size=int(options["batch_size"]),
         lr=float(pick("lr")),
         weight_decay=float(pick("weight_decay")),

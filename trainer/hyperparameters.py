@@ -101,6 +101,12 @@ RULES: dict[str, Rule] = {
         int, 1, CIFAR10_TRAIN_IMAGES, unit="images per step over all ranks, CIFAR-10's training set at most"
     ),
     "epochs": Rule(int, 1, MAX_EPOCHS),
+    "steps": Rule(
+        int,
+        1,
+        MAX_EPOCHS * CIFAR10_TRAIN_IMAGES,
+        unit="optimizer steps in all; the last epoch may end partway",
+    ),
     "weight_decay": Rule(float, 0, 1, high_open=True),
     "momentum": Rule(float, 0, 1, high_open=True),
     "label_smoothing": Rule(float, 0, 1, high_open=True),

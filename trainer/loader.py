@@ -88,11 +88,18 @@ class TrainLoader:
         # The last partial batch is dropped so every step has the same global batch.
         self.steps_per_epoch = len(split.labels) // batch_size
 
-    def batches(self, epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(
+        self, epoch: int, start_step: int = 0, steps: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's batches of steps `start_step` to `steps` (default: the whole epoch) of `epoch`.
+
+        A partial epoch (a run's step budget ending partway) takes the first steps of the whole
+        epoch's plan, as airbench94 breaks out of its last epoch's loop.
+        """
         # The plan crosses to the device once an epoch, and this rank's images of every step left
         # are augmented together, so a step only takes a slice: it neither waits on the host nor
         # launches a kernel (a GPU step is bound by launching its kernels).
-        steps = self.steps_per_epoch
+        steps = self.steps_per_epoch if steps is None else min(steps, self.steps_per_epoch)
         if start_step >= steps:
             return  # resumed at its end: no step left (split would make one empty batch)
         plan = _EpochPlan(len(self.labels), self.seed, epoch, self.cutout, self.translate)

@@ -104,8 +104,9 @@ def duration(seconds: float) -> str:
 
 def progress_line(line: dict[str, Any], epochs: int, eta_seconds: float) -> str:
     test = f"  test {100 * line['test_acc']:5.1f}%" if "test_acc" in line else ""
+    part = f" ({line['epoch_fraction']:.2f} of it)" if "epoch_fraction" in line else ""
     return (
-        f"epoch {line['epoch']:>3}/{epochs}  step {line['step']:>6}  loss {line['train_loss']:.4f}"
+        f"epoch {line['epoch']:>3}/{epochs}{part}  step {line['step']:>6}  loss {line['train_loss']:.4f}"
         f"  train {100 * line['train_acc']:5.1f}%{test}"
         f"  {line['images_per_second']:8.0f} img/s  eta {duration(eta_seconds)}"
     )

@@ -33,12 +33,15 @@ class Diverged(RunFailed):
     """The loss stopped being a number, or grew far past a uniform guess's; the run is marked failed."""
 
 
-def schedule(progress: float, shape: tuple[float, float, float]) -> float:
-    """Piecewise-linear learning-rate multiplier: `start` -> 1 at `peak` -> `end` at progress 1."""
+def schedule(step: int, total: int, shape: tuple[float, float, float]) -> float:
+    """Piecewise-linear learning-rate multiplier before step `step` of `total` (from 0): `start`
+    -> 1 at step int(peak x total) -> `end` at `total`. The peak falls on a whole step, as in
+    airbench94's `triangle` (airbench/utils.py; 109 of 476 steps)."""
     start, peak, end = shape
-    if progress < peak:
-        return start + (1 - start) * progress / peak
-    return 1 + (end - 1) * (progress - peak) / (1 - peak)
+    warmup = int(peak * total)
+    if step < warmup:
+        return start + (1 - start) * step / warmup
+    return 1 + (end - 1) * (step - warmup) / (total - warmup)
 
 
 class Lookahead:
@@ -64,15 +67,18 @@ class Lookahead:
 
     @torch.no_grad()
     def after_step(self, step: int, total: int) -> None:
-        if step == total:
-            decay = 1.0  # the last step hands the averaged weights to the net
-        elif step % self.every == 0:
+        """airbench's rule after step `step` of `total` (`train` in airbench/utils.py): every
+        `every` steps the average moves towards the weights and the weights take it; after the
+        last step the weights take the average, which holds a share of the last steps only when
+        that step is itself a multiple of `every` (airbench94's 476 end on step 475's average)."""
+        if step % self.every == 0:
             decay = self.decay**self.every * (step / total) ** 3
-        else:
-            return
-        for fast, slow in self.groups:
-            torch._foreach_lerp_(slow, fast, 1 - decay)
-            torch._foreach_copy_(fast, slow)
+            for fast, slow in self.groups:
+                torch._foreach_lerp_(slow, fast, 1 - decay)
+                torch._foreach_copy_(fast, slow)
+        elif step == total:
+            for fast, slow in self.groups:
+                torch._foreach_copy_(fast, slow)
 
 
 class Numerics:
@@ -100,7 +106,7 @@ class Numerics:
         )
 
     def set_learning_rates(self, step: int, total: int, epoch: int) -> None:
-        multiplier = schedule(step / total, self.recipe.schedule)
+        multiplier = schedule(step, total, self.recipe.schedule)
         for group in self.optimizer.param_groups:
             # A frozen whitening bias keeps its value: SGD's update is the rate times its buffer.
             frozen = group["name"] == "whiten_bias" and epoch >= self.recipe.whiten_bias_epochs

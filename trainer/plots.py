@@ -57,7 +57,8 @@ def describe(labels: RunLabels) -> str:
 
 
 def curves_figure(history: list[dict[str, Any]], labels: RunLabels) -> Figure:
-    epochs = [line["epoch"] for line in history]
+    # A partial last epoch (a step budget ending partway) sits at its fraction past the one before.
+    epochs = [line["epoch"] - 1 + line.get("epoch_fraction", 1) for line in history]
     target, label_smoothing = labels.target, labels.label_smoothing
     figure, (loss, accuracy) = plt.subplots(1, 2, figsize=(10, 4.4))
     figure.suptitle(labels.title())

@@ -142,9 +142,11 @@ def train_args(lab: LabConfig, runs: str, run_name: str, on_complete: str) -> li
         "--run-name", run_name,
         "--model", t.model.value,
     ]  # fmt: skip
-    # Left unset, epochs and learning rate are the model's recipe, which the trainer knows.
+    # Left unset, the budget and learning rate are the model's recipe, which the trainer knows.
     if t.epochs is not None:
         args += ["--epochs", str(t.epochs)]
+    if t.steps is not None:
+        args += ["--steps", str(t.steps)]
     args += ["--batch-size", str(lab.batch_size)]
     if t.learning_rate is not None:
         args += ["--lr", str(t.learning_rate)]

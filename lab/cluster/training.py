@@ -84,6 +84,7 @@ def run_name(lab: LabConfig, image_tag: str) -> str:
         "image": image_tag,
         "model": t.model.value,
         "epochs": t.epochs,
+        "steps": t.steps,
         "batch_size": lab.batch_size,
         "lr": t.learning_rate,
         "seed": t.seed,

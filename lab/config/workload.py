@@ -59,7 +59,13 @@ class Trainer(KeyModel):
     epochs: int | None = Field(
         default=None,
         **RULES["epochs"].bounds(),
-        description="Epochs to train; default: the model's recipe (docs/trainer.md).",
+        description="Whole epochs to train; default: the model's recipe (airbench: 9.9, docs/trainer.md).",
+    )
+    steps: int | None = Field(
+        default=None,
+        **RULES["steps"].bounds(),
+        description="Optimizer steps to train instead of whole epochs (the last epoch may end partway);"
+        " not with `epochs`.",
     )
     batch_size: int = Field(
         default=1024,
@@ -116,7 +122,14 @@ class Trainer(KeyModel):
         return value
 
     @field_validator(
-        "epochs", "batch_size", "learning_rate", "seed", "target_accuracy", "checkpoint_keep", mode="before"
+        "epochs",
+        "steps",
+        "batch_size",
+        "learning_rate",
+        "seed",
+        "target_accuracy",
+        "checkpoint_keep",
+        mode="before",
     )
     @classmethod
     def _not_boolean(cls, value: Any) -> Any:
@@ -124,6 +137,14 @@ class Trainer(KeyModel):
         if isinstance(value, bool):
             raise ValueError(f"{str(value).lower()} is not a number")
         return value
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> Trainer:
+        if self.epochs is not None and self.steps is not None:
+            raise ValueError(
+                f"epochs ({self.epochs}) and steps ({self.steps}) both set how long to train: keep one"
+            )
+        return self
 
 
 # Sweep parameter names (camelCase, as in the stack file) and the trainer flag each one sets.

@@ -490,3 +490,33 @@ def test_known_patches_cover_the_schemas_objects_are_validated_against() -> None
 
     schema_minors = {int(version.split(".")[1]) for version in all_versions()}
     assert set(KNOWN_PATCHES) == schema_minors
+
+
+def test_a_step_budget_reaches_the_trainer_and_names_a_new_run() -> None:
+    """`steps` beside `epochs`: airbench94's 476 steps end partway through the tenth epoch."""
+    from lab.cluster.pods import train_args
+    from lab.cluster.training import run_name
+
+    steps = parse_config(_with("trainer", {"steps": 476}))
+    assert steps.trainer.steps == 476 and steps.trainer.epochs is None
+    args = train_args(steps, "/runs", "r", on_complete="exit")
+    assert args[args.index("--steps") + 1] == "476" and "--epochs" not in args
+    unset = parse_config(GOOD)
+    assert unset.trainer.steps is None
+    assert "--steps" not in train_args(unset, "/runs", "r", on_complete="exit")
+    assert run_name(steps, "tag") != run_name(unset, "tag"), "another budget is another run"
+
+
+@pytest.mark.parametrize(
+    ("trainer", "problem"),
+    [
+        ({"steps": 476, "epochs": 10}, "epochs (10) and steps (476) both set how long to train: keep one"),
+        ({"steps": 0}, "must be an integer in [1, 50000000]"),
+        ({"steps": True}, "got True"),
+        ({"steps": "many"}, "integer"),
+    ],
+)
+def test_a_step_budget_outside_its_rule_is_refused(trainer: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(_with("trainer", trainer))
+    assert any(p.startswith("k8scifar:trainer") and problem in p for p in info.value.problems), info.value

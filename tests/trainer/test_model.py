@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from trainer.model import RECIPES, Airbench, from_airbench94, param_groups
-from trainer.numerics import Lookahead
+from trainer.numerics import Lookahead, schedule
 
 # airbench94's `hyp['opt']` (KellerJordan/cifar10-airbench, airbench94.py): lr and weight decay per
 # 1024 examples, its batch, momentum, bias scaler, label smoothing, epochs, whitening-bias epochs;
@@ -38,7 +37,7 @@ def test_airbench_recipe_is_airbench94_converted() -> None:
     assert recipe.momentum == AIRBENCH94["momentum"]
     assert recipe.bias_scale == AIRBENCH94["bias_scaler"]
     assert recipe.label_smoothing == AIRBENCH94["label_smoothing"]
-    assert recipe.epochs == math.ceil(AIRBENCH94["train_epochs"])
+    assert recipe.epochs == AIRBENCH94["train_epochs"]
     assert recipe.whiten_bias_epochs == AIRBENCH94["whiten_bias_epochs"]
     assert recipe.schedule == AIRBENCH94["schedule"]
 
@@ -119,6 +118,18 @@ def test_the_lookahead_averages_batchnorm_running_statistics_too() -> None:
     before = [n.running_mean.clone() for n in norms]
     for norm in norms:
         norm.running_mean.add_(1.0)
-    lookahead.after_step(step=10, total=10)  # the last step: the net takes the average
+    lookahead.after_step(step=9, total=9)  # the last step: the net takes the average
     for norm, start in zip(norms, before, strict=True):
         torch.testing.assert_close(norm.running_mean, start)
+
+
+@pytest.mark.parametrize("total", [476, 480])
+def test_the_schedule_is_airbench94s_triangle_peaking_on_a_whole_step(total: int) -> None:
+    """airbench94's `triangle(total, start=0.2, end=0.07, peak=0.23)`: linear through
+    (0, 0.2), (int(0.23 x total), 1), (total, 0.07), read at the step about to be taken."""
+    peak = int(AIRBENCH94["schedule"][1] * total)
+    assert peak == {476: 109, 480: 110}[total]
+    start, _, end = AIRBENCH94["schedule"]
+    for step in range(total):
+        expected = float(np.interp(step, [0, peak, total], [start, 1.0, end]))
+        assert schedule(step, total, RECIPES["airbench"].schedule) == pytest.approx(expected, abs=1e-12), step
