@@ -30,7 +30,7 @@ class LabConfig(KeyModel):
 
     distribution: Distribution = Field(default=Distribution.K3S, description="`k3s` or `kubeadm`.")
     kubernetes_version: str = Field(
-        default="1.33.5", description="Kubernetes release MAJOR.MINOR.PATCH (1.25 to 1.37)."
+        default="1.34.4", description="Kubernetes release MAJOR.MINOR.PATCH (1.25 to 1.37)."
     )
     nodes: list[Node] = Field(min_length=1, description="The machines; exactly one is `server`.")
     ssh: Ssh = Field(default_factory=Ssh)
@@ -61,7 +61,7 @@ class LabConfig(KeyModel):
         # Numbers as Kubernetes writes them: no leading zeros, so one release has one spelling.
         match = re.fullmatch(r"v?1\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})", value)
         if not match:
-            raise ValueError(f"{value!r} is not a release such as 1.33.5 (numbers without leading zeros)")
+            raise ValueError(f"{value!r} is not a release such as 1.34.4 (numbers without leading zeros)")
         minor, patch = int(match.group(1)), int(match.group(2))
         if minor not in KNOWN_PATCHES:
             raise ValueError(
@@ -140,7 +140,7 @@ class LabConfig(KeyModel):
 
     @property
     def kubernetes_minor(self) -> int:
-        """The minor of the Kubernetes release (33 for 1.33.5): what fields and packages depend on."""
+        """The minor of the Kubernetes release (34 for 1.34.4): what fields and packages depend on."""
         return int(self.kubernetes_version.split(".")[1])
 
     @property

@@ -131,7 +131,7 @@ BAD = [
         "malformed Kubernetes version",
         _with("kubernetesVersion", "latest"),
         "k8scifar:kubernetesVersion",
-        "1.33.5",
+        "1.34.4",
     ),
     ("too many spread replicas", _with("trainer.replicas", 3), "k8scifar:trainer.replicas", "at most 2"),
     (
@@ -324,7 +324,7 @@ UNSAFE = [
         "version with a leading zero",
         _with("kubernetesVersion", "1.033.5"),
         "k8scifar:kubernetesVersion",
-        "1.33.5",
+        "1.34.4",
     ),
     (
         "unreleased patch",
