@@ -282,8 +282,11 @@ def declare_training(
         },
         opts=scope.opts(),
     )
-    replicas = pulumi.Output.all(scope.kubeconfig, scope.namespace).apply(
-        lambda v: declared_replicas(lab, v[0], v[1], name)
+    # Derived from the secret kubeconfig, but it is only a replica count.
+    replicas = pulumi.Output.unsecret(
+        pulumi.Output.all(scope.kubeconfig, scope.namespace).apply(
+            lambda v: declared_replicas(lab, v[0], v[1], name)
+        )
     )
     spec = {
         "serviceName": service.metadata.name,
