@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 from trainer import checkpoint, data, distributed, plots, precision, readiness, telemetry
+from trainer.batchnorm import globalise
 from trainer.config import ConfigurationError, TrainConfig, code_hash
-from trainer.contract import CURVES_FILE, TRAINED_ON
+from trainer.contract import CURVES_FILE, GLOBAL_BATCHNORM, TRAINED_ON
 from trainer.loader import Normalise, Shard, TrainLoader, to_device
 from trainer.metrics import RunFolder, progress_line
 from trainer.model import RECIPES, build, param_groups
@@ -74,8 +75,8 @@ class Run:
         )
         sample = torch.from_numpy(train_split.images[: self.recipe.whiten_images])
         net = build(config.model, config.width, Normalise(torch.device("cpu"))(sample))
-        if config.sync_batchnorm:
-            net = self.synchronise_batchnorm(net, local)
+        if config.batchnorm == GLOBAL_BATCHNORM:
+            net = globalise(net)  # torch's BatchNorm2d while there is one rank
         self.precision = precision.for_device(self.device, config.batch_size)
         net = self.precision.apply(net).to(self.device, memory_format=torch.channels_last)
         if self.device.type == "cuda":
@@ -99,24 +100,6 @@ class Run:
         self.ready = False
         self.metrics = telemetry.RankMetrics(where.run_dir.name, config.model, self.place.rank)
         self.metrics.serve(where.metrics_port, os.environ)
-
-    def synchronise_batchnorm(self, net: torch.nn.Module, local: int) -> torch.nn.Module:
-        """BatchNorm over the global batch: SyncBatchNorm all-reduces each layer's statistics."""
-        world = self.place.world_size
-        if world > 1 and self.device.type != "cuda":
-            # torch/nn/modules/batchnorm.py: SyncBatchNorm.forward raises on CPU inputs once a
-            # process group exists.
-            raise ConfigurationError(
-                "--sync-batchnorm needs CUDA ranks (PyTorch's SyncBatchNorm runs on GPUs only);"
-                " leave it off on CPU"
-            )
-        if self.is_rank0:
-            print(
-                f"SyncBatchNorm on: BatchNorm statistics over {local * world} images a step"
-                f" ({world} rank(s) of {local})",
-                flush=True,
-            )
-        return torch.nn.SyncBatchNorm.convert_sync_batchnorm(net)
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ def _run(
     monkeypatch.setattr(precision, "for_device", lambda device, batch: chosen)
     flags = {
         "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
-        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": False,
+        "accumulate": 1, "compression": "none", "epochs": 2,
     }  # fmt: skip
     folder = tmp_path / f"{chosen.dtype}-scale-{chosen.loss_scale:g}"
     where = run_state.RunOptions(folder, "gloo", 60, 1, 0.94, "exit", **options)
