@@ -52,6 +52,7 @@ def _rank(rank: int, world: int, port: int, folder: Path, batchnorm: str) -> Non
     config = resolve(options, GLOBAL_BATCH, 32, GENERATED)
     where = run_state.RunOptions(folder / f"run-{rank}", "gloo", 120, 2, 0.94, "exit")
     run = train.Run(config, where, place, splits)
+    run.fit_to_data()  # what `Run.fit` does first on a fresh run
     numerics = run.numerics
     numerics.model = distributed.wrap(run.net, run.device, config.compression, run.precision.dtype)
     norms = [m for m in run.net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]

@@ -125,6 +125,41 @@ def test_training_seconds_count_the_step_loop_alone(tmp_path: Path, monkeypatch:
     assert [line["images_per_second"] for line in lines] == [16.0, 16.0]
 
 
+def test_a_run_is_timed_as_airbench94_times_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """airbench94's total_time_seconds: the whitening stem's fit (on the device), the step loops and
+    the final evaluation with TTA; not the per-epoch evaluations, not loading or building."""
+    run = _run(tmp_path, 4 * 16)
+    clock = FakeClock()
+    monkeypatch.setattr(train.time, "monotonic", clock.monotonic)
+    step, evaluate, fit = run.numerics.step, run.numerics.evaluate, train.fit_to_data
+    fitted: list[tuple[torch.device, torch.dtype]] = []
+
+    def timed_step(*args: Any) -> None:
+        clock.now += 1
+        step(*args)
+
+    evaluations: list[int] = []
+
+    def timed_evaluate(*args: Any) -> tuple[float, float]:
+        clock.now += 1000 if len(evaluations) == 2 else 100  # two epochs' evaluations, then the final
+        evaluations.append(1)
+        return evaluate(*args)
+
+    def timed_fit(net: torch.nn.Module, images: torch.Tensor) -> None:
+        clock.now += 10
+        fitted.append((images.device, images.dtype))
+        fit(net, images)
+
+    monkeypatch.setattr(run.numerics, "step", timed_step)
+    monkeypatch.setattr(run.numerics, "evaluate", timed_evaluate)
+    monkeypatch.setattr(train, "fit_to_data", timed_fit)
+    summary = run.fit(run_state.StopSignal(), run_state.Start())
+    assert fitted == [(run.device, run.precision.dtype)], "once, on the run's device, as the steps see images"
+    assert summary["whiten_seconds"] == 10 and summary["wall_seconds"] == 2 * 4
+    assert summary["final_eval_seconds"] == 1000 and summary["eval_seconds"] == 2 * 100 + 1000
+    assert summary["airbench_seconds"] == 10 + 2 * 4 + 1000
+
+
 def test_without_epoch_evaluation_only_the_final_one_runs(tmp_path: Path) -> None:
     run = _run(tmp_path, 4 * 16, epoch_eval=False)
     summary = run.fit(run_state.StopSignal(), run_state.Start())
