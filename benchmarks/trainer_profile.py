@@ -45,7 +45,7 @@ def _split(count: int, seed: int) -> Split:
 def _run(folder: Path, images: int, batch: int) -> train.Run:
     flags = {
         "model": "airbench", "width": 64, "batch_size": batch, "seed": 0, "cutout": 0, "tta": 0,
-        "accumulate": 1, "compression": "none", "epochs": 100, "sync_batchnorm": False,
+        "accumulate": 1, "compression": "none", "epochs": 100,
     }  # fmt: skip
     config = resolve(flags, images, 1000, GENERATED)
     where = run_state.RunOptions(folder, "nccl", 60, 2, 0.94, "exit", epoch_eval=False)
@@ -63,8 +63,10 @@ def _no_checkpoint(run: train.Run) -> None:
 def _one_batch(run: train.Run) -> None:
     images, labels = next(run.loader.batches(0))
 
-    def batches(epoch: int, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for _ in range(start_step, run.loader.steps_per_epoch):
+    def batches(
+        epoch: int, start_step: int = 0, steps: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for _ in range(start_step, steps or run.loader.steps_per_epoch):
             yield images, labels
 
     run.loader.batches = batches  # type: ignore[method-assign]

@@ -367,6 +367,7 @@ def _progress(found: Any, expected: dict[str, Any], layout: Layout) -> str | Non
     return (
         _integer("its restart count", found["restarts"], 0, None)
         or _seconds("its training seconds", found["train_seconds"])
+        or _seconds("its whitening seconds", found["whiten_seconds"])
         or (
             None
             if found["seconds_to_target"] is None

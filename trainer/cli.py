@@ -103,9 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--backend", choices=contract.BACKENDS, default=contract.AUTO)
     train.add_argument("--compression", choices=contract.COMPRESSIONS, default=contract.NO_COMPRESSION)
     train.add_argument(
-        "--sync-batchnorm",
-        action="store_true",
-        help="BatchNorm statistics over the global batch, not each rank's share (CUDA ranks)",
+        "--batchnorm",
+        choices=contract.BATCHNORMS,
+        default=contract.GLOBAL_BATCHNORM,
+        help="BatchNorm statistics over the global batch (default) or each rank's own share",
     )
     train.add_argument("--target-accuracy", type=_rule("target_accuracy"), default=0.94)
     train.add_argument("--checkpoint-keep", type=_rule("checkpoint_keep"), default=3)

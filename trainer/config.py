@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainer.contract import GLOBAL_BATCHNORM
 from trainer.errors import TrainerError
 from trainer.hyperparameters import MAX_EPOCHS
 from trainer.model import RECIPES
@@ -36,7 +37,7 @@ class TrainConfig:
     tta: int
     accumulate: int
     compression: str
-    sync_batchnorm: bool
+    batchnorm: str  # trainer.batchnorm: statistics over the global batch, or each rank's share
     train_images: int
     test_images: int
     trained_on: str  # contract.CIFAR10 or contract.GENERATED
@@ -97,7 +98,7 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int, traine
         tta=options["tta"],
         accumulate=options["accumulate"],
         compression=options["compression"],
-        sync_batchnorm=bool(options.get("sync_batchnorm", False)),
+        batchnorm=options.get("batchnorm") or GLOBAL_BATCHNORM,
         train_images=train_images,
         test_images=test_images,
         trained_on=trained_on,

@@ -12,6 +12,7 @@ torch's `*_object` collectives unpickle what a peer sends (torch/distributed/dis
 from __future__ import annotations
 
 import datetime
+import inspect
 import math
 import os
 import re
@@ -37,6 +38,12 @@ STOP_CHECK_STEPS = 16
 MAX_PORT = 65535
 # The longest text ranks exchange (a device name, a checkpoint's file name), in UTF-8 bytes.
 MAX_TEXT_BYTES = 255
+# DDP's switch for the buffers' broadcast before every forward, by the name this torch gives it.
+SYNC_BUFFERS_FLAG = (
+    "forward_sync_buffers"
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+    else "broadcast_buffers"
+)
 
 
 class JobEnvironmentError(TrainerError):
@@ -230,9 +237,12 @@ def wrap(
     # buckets once), and BatchNorm's running statistics are not broadcast before every forward:
     # only evaluation reads them, and `evaluate` broadcasts rank 0's first (broadcast_buffers).
     # torch 2.14 names this forward_sync_buffers (torch/nn/parallel/distributed.py); buffers are
-    # still synced once at init, so every rank starts from rank 0's.
+    # still synced once at init, so every rank starts from rank 0's. Older torch (2.11, on the GPU
+    # machines the benchmarks use) knows only broadcast_buffers, which also skips the sync at init
+    # (every rank builds the same buffers from the same seed, so they agree there too).
+    no_buffer_sync = {SYNC_BUFFERS_FLAG: False}
     model = DistributedDataParallel(
-        net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, forward_sync_buffers=False
+        net, device_ids=ids, gradient_as_bucket_view=True, static_graph=True, **no_buffer_sync
     )
     if compression in (contract.FP16, contract.BF16) and gradients.itemsize == 2:
         if dist.get_rank() == 0:

@@ -156,7 +156,8 @@ class Airbench(nn.Sequential):
 
     @torch.no_grad()
     def init_whitening(self, images: torch.Tensor) -> None:
-        """Set the stem to whiten 2x2 patches of `images` (normalised), as +/- eigenvector pairs.
+        """Set the stem to whiten 2x2 patches of `images` (normalised, on the net's device), as
+        +/- eigenvector pairs, in float64 on that device.
 
         The patches' second moment, uncentred, as airbench94 takes it (`get_whitening_parameters`):
         normalised pixels have a mean near zero, and the bias that follows learns any offset.
@@ -206,15 +207,22 @@ class ResNet9(nn.Sequential):
         )
 
 
-def build(name: str, width: int, whitening_images: torch.Tensor) -> nn.Module:
-    """The named network; airbench's stem is fitted to `whitening_images` (normalised, on CPU)."""
+def build(name: str, width: int) -> nn.Module:
+    """The named network, its weights drawn from torch's generator; airbench's stem is fitted to
+    the data afterwards, on the device (`fit_to_data`)."""
     if name == AIRBENCH:
-        net = Airbench(width)
-        net.init_whitening(whitening_images[: RECIPES[AIRBENCH].whiten_images])
-        return net
+        return Airbench(width)
     if name == RESNET9:
         return ResNet9(width)
     raise ValueError(f"unknown model {name!r}; use airbench or resnet9")
+
+
+def fit_to_data(net: nn.Module, images: torch.Tensor) -> None:
+    """What a net takes from the training images before its first step: airbench's whitening
+    stem, from the first `whiten_images` of `images` (normalised, on the net's device); nothing
+    for ResNet-9."""
+    if isinstance(net, Airbench):
+        net.init_whitening(images[: RECIPES[AIRBENCH].whiten_images])
 
 
 def param_groups(net: nn.Module, recipe: Recipe, lr: float, weight_decay: float) -> list[dict]:

@@ -76,7 +76,8 @@ class Progress:
     )  # loss, correct, seen: this rank's, or all ranks' in a checkpoint
     history: list[dict[str, Any]] = field(default_factory=list)
     restarts: int = 0
-    train_seconds: float = 0.0  # the step loops' alone, as airbench times a run
+    train_seconds: float = 0.0  # the step loops' alone
     eval_seconds: float = 0.0  # per-epoch evaluations and the final one
+    whiten_seconds: float = 0.0  # fitting the whitening stem on the device, before the first step
     seconds_to_target: float | None = None
     epochs_to_target: int | None = None

@@ -19,7 +19,7 @@ from trainer.config import resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
 from trainer.loader import Normalise
-from trainer.model import build
+from trainer.model import build, fit_to_data
 from trainer.numerics import Lookahead
 
 BATCH = 1024  # the recipe's global batch: the mean's gradient is 1/BATCH of the sum's
@@ -34,8 +34,7 @@ def test_a_gpu_holds_the_net_in_float16_and_sums_the_loss_over_the_global_batch(
     chosen = precision.for_device(torch.device("cuda"), BATCH)
     assert chosen == precision.Precision(torch.float16, float(BATCH))
     assert precision.for_device(torch.device("cpu"), BATCH) == precision.Precision(torch.float32, 1.0)
-    images = torch.from_numpy(_split(64, 0).images)
-    net = chosen.apply(build("airbench", 8, Normalise(torch.device("cpu"))(images)))
+    net = chosen.apply(build("airbench", 8))
     kinds = {
         type(module).__name__: {t.dtype for t in [*module.parameters(False), *module.buffers(False)]}
         for module in net.modules()
@@ -63,7 +62,8 @@ def test_float16_gradients_keep_their_digits_only_with_the_summed_loss() -> None
     torch.manual_seed(0)
     split = _split(64, 0)
     images, labels = torch.from_numpy(split.images), torch.from_numpy(split.labels)
-    net = build("airbench", 8, Normalise(torch.device("cpu"))(images))
+    net = build("airbench", 8)
+    fit_to_data(net, Normalise(torch.device("cpu"))(images))
     exact = _gradients(net, precision.Precision(torch.float32, 1.0), images, labels)
 
     def worst_bias_error(chosen: precision.Precision) -> float:
@@ -83,7 +83,7 @@ def _run(
     monkeypatch.setattr(precision, "for_device", lambda device, batch: chosen)
     flags = {
         "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
-        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": False,
+        "accumulate": 1, "compression": "none", "epochs": 2,
     }  # fmt: skip
     folder = tmp_path / f"{chosen.dtype}-scale-{chosen.loss_scale:g}"
     where = run_state.RunOptions(folder, "gloo", 60, 1, 0.94, "exit", **options)
@@ -112,10 +112,7 @@ def test_a_scaled_loss_takes_the_recipes_steps(tmp_path: Path, monkeypatch: pyte
 def test_the_lookahead_averages_each_dtype_in_one_multi_tensor_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA's foreach kernels take one dtype a call and fall back to a kernel per tensor on mixed
     lists (ATen ForeachUtils.h): float16 weights and float32 BatchNorm state go in a call each."""
-    images = torch.from_numpy(_split(64, 0).images)
-    net = precision.for_device(torch.device("cuda"), BATCH).apply(
-        build("airbench", 8, Normalise(torch.device("cpu"))(images))
-    )
+    net = precision.for_device(torch.device("cuda"), BATCH).apply(build("airbench", 8))
     lookahead = Lookahead(net, every=5, decay=0.95)
     for tensor in lookahead.fast:
         tensor.add_(1)

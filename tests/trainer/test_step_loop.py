@@ -14,7 +14,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from trainer import checkpoint, distributed, run_state, train
-from trainer.config import ConfigurationError, resolve
+from trainer.batchnorm import GlobalBatchNorm
+from trainer.config import resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
 
@@ -59,17 +60,15 @@ def _split(count: int, seed: int) -> Split:
     return Split(rng.integers(0, 256, size=(count, 3, 32, 32), dtype=np.uint8), np.arange(count) % 10)
 
 
-def _run(
-    tmp_path: Path, train_images: int, sync_batchnorm: bool = False, world_size: int = 1, **options: Any
-) -> train.Run:
+def _run(tmp_path: Path, train_images: int, batchnorm: str = "global", **options: Any) -> train.Run:
     splits = (_split(train_images, 0), _split(64, 1))
     flags = {
         "model": "airbench", "width": 4, "batch_size": 16, "seed": 0, "cutout": 0, "tta": 0,
-        "accumulate": 1, "compression": "none", "epochs": 2, "sync_batchnorm": sync_batchnorm,
+        "accumulate": 1, "compression": "none", "epochs": 2, "batchnorm": batchnorm,
     }  # fmt: skip
     config = resolve(flags, train_images, 64, GENERATED)
     where = run_state.RunOptions(tmp_path / f"run-{train_images}", "gloo", 60, 3, 0.94, "exit", **options)
-    place = distributed.Topology(0, world_size, 0, "127.0.0.1", 0)
+    place = distributed.Topology(0, 1, 0, "127.0.0.1", 0)
     run = train.Run(config, where, place, splits)
     run.folder.prepare(fresh=True)
     return run
@@ -126,6 +125,41 @@ def test_training_seconds_count_the_step_loop_alone(tmp_path: Path, monkeypatch:
     assert [line["images_per_second"] for line in lines] == [16.0, 16.0]
 
 
+def test_a_run_is_timed_as_airbench94_times_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """airbench94's total_time_seconds: the whitening stem's fit (on the device), the step loops and
+    the final evaluation with TTA; not the per-epoch evaluations, not loading or building."""
+    run = _run(tmp_path, 4 * 16)
+    clock = FakeClock()
+    monkeypatch.setattr(train.time, "monotonic", clock.monotonic)
+    step, evaluate, fit = run.numerics.step, run.numerics.evaluate, train.fit_to_data
+    fitted: list[tuple[torch.device, torch.dtype]] = []
+
+    def timed_step(*args: Any) -> None:
+        clock.now += 1
+        step(*args)
+
+    evaluations: list[int] = []
+
+    def timed_evaluate(*args: Any) -> tuple[float, float]:
+        clock.now += 1000 if len(evaluations) == 2 else 100  # two epochs' evaluations, then the final
+        evaluations.append(1)
+        return evaluate(*args)
+
+    def timed_fit(net: torch.nn.Module, images: torch.Tensor) -> None:
+        clock.now += 10
+        fitted.append((images.device, images.dtype))
+        fit(net, images)
+
+    monkeypatch.setattr(run.numerics, "step", timed_step)
+    monkeypatch.setattr(run.numerics, "evaluate", timed_evaluate)
+    monkeypatch.setattr(train, "fit_to_data", timed_fit)
+    summary = run.fit(run_state.StopSignal(), run_state.Start())
+    assert fitted == [(run.device, run.precision.dtype)], "once, on the run's device, as the steps see images"
+    assert summary["whiten_seconds"] == 10 and summary["wall_seconds"] == 2 * 4
+    assert summary["final_eval_seconds"] == 1000 and summary["eval_seconds"] == 2 * 100 + 1000
+    assert summary["airbench_seconds"] == 10 + 2 * 4 + 1000
+
+
 def test_without_epoch_evaluation_only_the_final_one_runs(tmp_path: Path) -> None:
     run = _run(tmp_path, 4 * 16, epoch_eval=False)
     summary = run.fit(run_state.StopSignal(), run_state.Start())
@@ -160,22 +194,15 @@ def test_a_failed_checkpoint_write_is_raised_in_the_training_thread(tmp_path: Pa
     writer.wait()  # raised once
 
 
-def test_sync_batchnorm_replaces_every_batchnorm_and_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = _run(tmp_path, 4 * 16, sync_batchnorm=True)
+def test_global_batchnorm_replaces_every_batchnorm_by_default(tmp_path: Path) -> None:
+    run = _run(tmp_path, 4 * 16)
     norms = [m for m in run.net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    assert len(norms) == 6 and all(isinstance(m, torch.nn.SyncBatchNorm) for m in norms)
-    assert "SyncBatchNorm on: BatchNorm statistics over 16 images a step (1 rank(s) of 16)" in (
-        capsys.readouterr().out
-    )
-    assert run.config.hyperparameters()["sync_batchnorm"] is True
+    assert len(norms) == 6 and all(isinstance(m, GlobalBatchNorm) for m in norms)
+    assert run.config.hyperparameters()["batchnorm"] == "global"
+    assert all(not m.weight.requires_grad for m in norms), "airbench's BatchNorm scales stay frozen"
     # The optimizer and the lookahead hold the converted net's tensors.
     assert {id(p) for p in run.net.parameters() if p.requires_grad} == {
         id(p) for group in run.optimizer.param_groups for p in group["params"]
     }
-
-
-def test_sync_batchnorm_on_cpu_ranks_is_refused_before_training(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="--sync-batchnorm needs CUDA ranks"):
-        _run(tmp_path, 4 * 16, sync_batchnorm=True, world_size=2)
+    kept = _run(tmp_path / "rank", 4 * 16, batchnorm="rank")
+    assert not any(isinstance(m, GlobalBatchNorm) for m in kept.net.modules())
