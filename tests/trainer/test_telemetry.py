@@ -9,7 +9,6 @@ import socket
 import urllib.request
 from pathlib import Path
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.trainer_runs import SMALL, read_json, run, start, torchrun, trainer, wait_for
@@ -48,7 +47,6 @@ def value(samples: dict, name: str) -> float:
     return number
 
 
-@pytest.mark.slow
 def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Path, processes: list) -> None:
     port = consecutive_free_ports(2)
     command = torchrun(
