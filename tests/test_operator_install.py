@@ -15,6 +15,7 @@ import pytest
 from lab.cli.support.locks import OPERATOR_LOCK
 from lab.paths import ROOT
 from tests.support.labctl import commands
+from tests.support.tiers import costly
 
 MAX_BYTES = 1_500_000_000
 # The orchestrator's packages beside what the Pulumi program (__main__.py) imports itself.
@@ -46,8 +47,10 @@ def size(root: Path) -> int:
     return sum(path.lstat().st_size for path in root.rglob("*") if not path.is_dir() or path.is_symlink())
 
 
-@pytest.mark.slow
-def test_the_operator_install_runs_labctl_and_the_program_imports_without_torch(tmp_path: Path) -> None:
+@pytest.fixture
+@costly("a package install from PyPI")
+def operator_venv(tmp_path: Path) -> Path:
+    """A fresh virtual environment with the operator's lock and the project, as the docs install it."""
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
     # This environment's pip installs into the new one: no pip of its own to bootstrap first.
@@ -55,7 +58,13 @@ def test_the_operator_install_runs_labctl_and_the_program_imports_without_torch(
     _run(*pip, "install", "--no-compile", "--require-hashes", "-r", OPERATOR_LOCK, cwd=tmp_path)
     _run(*pip, "install", "--no-compile", "--no-deps", "-e", ROOT, cwd=tmp_path)
     _run(*pip, "check", cwd=tmp_path)
+    return venv
 
+
+def test_the_operator_install_runs_labctl_and_the_program_imports_without_torch(
+    operator_venv: Path, tmp_path: Path
+) -> None:
+    venv = operator_venv
     labctl = venv / "bin" / "labctl"
     assert "COMMAND" in _run(labctl, "--help", cwd=tmp_path)
     for command in commands():

@@ -7,10 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.pretend_bootstrap import FAILING, KUBECONFIG, RESET, SITE, SLOW, make_ansible_dir
+from tests.support.tiers import costly
 
 
 @pytest.fixture
+@costly("a throw-away Ansible tree that the bootstrap's runner runs for real")
 def ansible_dir(tmp_path: Path) -> Path:
+    """An Ansible tree shaped like ansible/ with pretend playbooks, for the runner to run."""
     return make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET, failing=FAILING, slow=SLOW)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, content_hash, leaving_nodes
 from lab.config import ConfigError, parse_config
-from tests.support.pretend_bootstrap import local_inventory
+from tests.support.pretend_bootstrap import RESET, SITE, local_inventory, make_ansible_dir
 
 LAB = {
     "nodes": [
@@ -43,7 +43,8 @@ def test_diff_asks_for_a_run_only_when_something_changed(target: Path) -> None:
     assert provider.diff("hosts-demo", outs, _inputs(target, extra="1")).changes is True
 
 
-def test_the_content_hash_follows_every_file_of_the_tree(ansible_dir: Path) -> None:
+def test_the_content_hash_follows_every_file_of_the_tree(tmp_path: Path) -> None:
+    ansible_dir = make_ansible_dir(tmp_path / "ansible", site=SITE, reset=RESET)
     before = content_hash(ansible_dir, {}, {})
     site = ansible_dir / "playbooks" / "site.yml"
     site.write_text(site.read_text() + "# a new comment changes the content hash\n")

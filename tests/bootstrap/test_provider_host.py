@@ -92,7 +92,6 @@ def _files_containing(root: Path, needle: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
-@pytest.mark.slow
 def test_every_playbook_run_succeeds_in_the_provider_host(target: Path, tmp_path: Path) -> None:
     checkout = _checkout(tmp_path / "checkout")
     inputs = _inputs(checkout, local_inventory(target, ["node-a", "node-b"]))
@@ -120,7 +119,6 @@ def test_every_playbook_run_succeeds_in_the_provider_host(target: Path, tmp_path
         assert _files_containing(checkout / ".lab", secret) == [], "a join secret was left on disk"
 
 
-@pytest.mark.slow
 def test_destroy_works_from_a_moved_checkout(target: Path, tmp_path: Path) -> None:
     first = _checkout(tmp_path / "first")
     inputs = _inputs(first, local_inventory(target, ["node-a", "node-b"]))
@@ -158,7 +156,6 @@ def test_destroy_works_from_a_moved_checkout(target: Path, tmp_path: Path) -> No
     assert "StrictHostKeyChecking=accept-new" in calls and "StrictHostKeyChecking=no" not in calls
 
 
-@pytest.mark.slow
 def test_destroy_works_for_a_state_written_before_the_bootstrap_moved(target: Path, tmp_path: Path) -> None:
     """The engine hands delete the stored outputs, `__provider` as it was pickled then."""
     checkout = _checkout(tmp_path / "checkout")

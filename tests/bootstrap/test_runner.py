@@ -49,7 +49,6 @@ def _files_containing(root: Path, needles: list[str]) -> list[str]:
     return found
 
 
-@pytest.mark.slow
 def test_a_run_reports_counts_and_set_stats_and_converges(
     ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,7 +81,6 @@ def test_a_run_reports_counts_and_set_stats_and_converges(
     assert capfd.readouterr().err == Path(third.log).read_text(), "--verbose shows the whole log"
 
 
-@pytest.mark.slow
 def test_secrets_stay_out_of_the_artifacts(
     ansible_dir: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,7 +95,6 @@ def test_secrets_stay_out_of_the_artifacts(
     assert not list(work.glob("secrets-*")), "the secret variables file outlived the run"
 
 
-@pytest.mark.slow
 def test_the_artifact_check_finds_a_leaked_secret(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """The check above can fail: a token passed as a plain extra variable lands in the artifacts."""
     work = tmp_path / "work"
@@ -197,7 +194,6 @@ def _wait_until_gone(work: Path, timeout: float) -> list[int]:
     return left
 
 
-@pytest.mark.slow
 def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """SIGTERM to the operator's whole process group (a `kill`, a shutdown) half-way through a run:
     the run is cancelled and, with no process left to do it later, every secret is gone."""
@@ -211,7 +207,6 @@ def test_a_terminated_run_cleans_up_after_itself(ansible_dir: Path, target: Path
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
-@pytest.mark.slow
 def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """SIGKILL to the operator's whole process group half-way: nothing can clean up then, so the
     next run does, before it starts: the secrets file goes and the orphaned ansible-playbook,
@@ -226,7 +221,6 @@ def test_a_killed_run_is_cleaned_up_by_the_next(ansible_dir: Path, target: Path,
     assert _files_containing(work, SECRET_MARKERS) == []
 
 
-@pytest.mark.slow
 def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     with pytest.raises(PlaybookError) as caught:
         run_playbook(
@@ -243,7 +237,6 @@ def test_a_failing_task_names_host_task_and_message(ansible_dir: Path, target: P
     assert [f.host for f in caught.value.failures] == ["node-a"]
 
 
-@pytest.mark.slow
 def test_a_failure_is_shown_in_full_and_the_play_it_stopped_is_not_called_ok(
     ansible_dir: Path, target: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -289,7 +282,6 @@ def _ssh_masters() -> set[int]:
     return found
 
 
-@pytest.mark.slow
 def test_a_run_over_ssh_leaves_no_connection_behind(
     ansible_dir: Path, target: Path, tmp_path: Path, sshd: Sshd
 ) -> None:
@@ -311,7 +303,6 @@ def test_a_run_over_ssh_leaves_no_connection_behind(
     assert not control_dir(work).exists()
 
 
-@pytest.mark.slow
 def test_clean_up_kills_only_the_runs_own_processes(ansible_dir: Path, target: Path, tmp_path: Path) -> None:
     """Processes that are no part of a run but name the run's inventory or its ssh control folder on
     their command lines (anyone can start one) outlive the run's clean-up, before and after it."""
@@ -346,7 +337,6 @@ FORKS = """\
 """
 
 
-@pytest.mark.slow
 def test_every_node_gets_a_worker_and_a_limit_narrows_the_plays(tmp_path: Path) -> None:
     """Twelve nodes, more than ansible.cfg's forks: all twelve run each task at once (agents
     join together); with a limit the plays run on the named nodes only."""

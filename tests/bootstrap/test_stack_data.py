@@ -20,7 +20,6 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from pydantic import BaseModel
 
@@ -161,7 +160,6 @@ def test_the_walk_finds_the_fields_a_stack_file_writes_text_into() -> None:
         assert expected in paths, f"{expected} not found in {sorted(paths, key=str)}"
 
 
-@pytest.mark.slow
 def test_no_stack_value_or_state_folder_is_ever_evaluated(tmp_path: Path) -> None:
     markers, files = tmp_path / "markers", tmp_path / "files"
     markers.mkdir()

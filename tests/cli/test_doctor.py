@@ -54,7 +54,6 @@ def _details(out: str, check: str) -> list[str]:
     return [" ".join(words) for words in details]
 
 
-@pytest.mark.slow
 def test_doctor_checks_the_operator_and_both_nodes(sshd: Sshd, tmp_path: Path) -> None:
     write_stack(tmp_path, "loop", loopback_values(sshd, tmp_path / "export"))
     result = labctl("doctor", "--stack", "loop", "--stacks-dir", tmp_path, "--bandwidth-mib", "32")
@@ -78,7 +77,6 @@ def test_doctor_checks_the_operator_and_both_nodes(sshd: Sshd, tmp_path: Path) -
     assert "Gbit/s, row to column" not in result.out  # one link: its row says it all
 
 
-@pytest.mark.slow
 def test_doctor_measures_every_pair_of_nodes_and_the_speed_up_of_the_whole_world(
     sshd: Sshd, tmp_path: Path
 ) -> None:
@@ -142,7 +140,6 @@ def test_doctor_flags_a_port_the_lab_needs_when_taken(sshd: Sshd, tmp_path: Path
     assert len(ports) == 2 and all(f"{port}/tcp (DDP rendezvous" in p and "warning" in p for p in ports)
 
 
-@pytest.mark.slow
 def test_doctor_reports_a_link_it_cannot_use(sshd: Sshd, tmp_path: Path) -> None:
     values = loopback_values(sshd, tmp_path / "export")
     with socket.socket() as taken:
@@ -335,7 +332,6 @@ def test_uid_finding_names_the_account_that_has_the_trainer_uid() -> None:
     assert uid_finding(node, {"uid_owner": ""}, 10001).level.value == "ok"
 
 
-@pytest.mark.slow
 def test_doctor_checks_the_firewall_of_nodes_whose_ranks_use_the_host_network(
     sshd: Sshd, tmp_path: Path
 ) -> None:

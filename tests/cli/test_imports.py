@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.labctl import commands
+from tests.support.tiers import costly
 
 ROOT = Path(__file__).resolve().parents[2]
 # torch is the trainer's, not in an operator's install; pulumi_kubernetes takes a second to load.
 HEAVY = ("torch", "pulumi_kubernetes")
 
 
+@costly("a fresh interpreter tracing its imports")
 def imported(*args: str) -> set[str]:
     """Every module a fresh interpreter imports for `python ARGS`, read from -X importtime."""
     done = subprocess.run(
@@ -38,7 +40,6 @@ def heavy(modules: set[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("command", ["", *commands()])
-@pytest.mark.slow
 def test_help_of_every_command_loads_neither_torch_nor_pulumi_kubernetes(command: str) -> None:
     modules = imported("-m", "lab.cli", *command.split(), "--help")
     assert "lab.cli" in modules

@@ -6,8 +6,6 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import pytest
-
 from lab.config import load_stack
 from tests.support.labctl import assert_one_line_error, labctl
 from tests.support.sshd import AGENT, SERVER, Sshd
@@ -45,7 +43,6 @@ def test_init_names_a_node_after_its_hostname(sshd: Sshd, tmp_path: Path) -> Non
     assert load_stack("one", tmp_path).server.name == hostname
 
 
-@pytest.mark.slow
 def test_init_asks_when_no_machines_are_given(sshd: Sshd, tmp_path: Path) -> None:
     answers = f"root\n{SERVER}\n{AGENT}\n\n"
     result = labctl("init", "--stack", "asked", "--stacks-dir", tmp_path, *_ssh_flags(sshd), stdin=answers)
@@ -67,7 +64,6 @@ def test_init_without_answers_says_how_to_give_them(tmp_path: Path) -> None:
     assert_one_line_error(result, "--server")
 
 
-@pytest.mark.slow
 def test_init_refuses_to_overwrite_without_force(sshd: Sshd, tmp_path: Path) -> None:
     existing = tmp_path / "Pulumi.kept.yaml"
     existing.write_text("config: {}\n")
@@ -87,7 +83,6 @@ def test_init_refuses_to_overwrite_without_force(sshd: Sshd, tmp_path: Path) -> 
     assert load_stack("kept", tmp_path).server.name == "a"
 
 
-@pytest.mark.slow
 def test_init_rejects_a_bad_address_before_connecting(tmp_path: Path) -> None:
     result = labctl("init", "--stack", "bad", "--stacks-dir", tmp_path, "--server", "root@192.168.1.300")
     assert_one_line_error(result, "k8scifar:nodes[0].address", "not an IP address")

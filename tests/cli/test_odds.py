@@ -40,7 +40,6 @@ def _piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
 def test_doctor_piped_keeps_each_finding_on_one_row_and_counts_in_words(sshd: Sshd, tmp_path: Path) -> None:
     write_stack(tmp_path, "piped", loopback_values(sshd, tmp_path / "export"))
     done = _piped("doctor", "--stack", "piped", "--stacks-dir", tmp_path, "--nodes-only", "--no-bandwidth")
@@ -51,7 +50,6 @@ def test_doctor_piped_keeps_each_finding_on_one_row_and_counts_in_words(sshd: Ss
     assert [plural(n, "warning") for n in (0, 1, 2)] == ["0 warnings", "1 warning", "2 warnings"]
 
 
-@pytest.mark.slow
 def test_doctor_and_validate_agree_on_a_container_clock(sshd: Sshd, tmp_path: Path) -> None:
     write_stack(tmp_path, "clock", loopback_values(sshd, tmp_path / "export"))
     done = _piped("doctor", "--stack", "clock", "--stacks-dir", tmp_path, "--nodes-only", "--no-bandwidth")
@@ -64,7 +62,6 @@ def test_doctor_and_validate_agree_on_a_container_clock(sshd: Sshd, tmp_path: Pa
         assert len(rows) == 2 and not any("container" in r for r in rows), done.stdout
 
 
-@pytest.mark.slow
 def test_init_writes_the_blocks_the_quickstart_sends_the_operator_to(sshd: Sshd, tmp_path: Path) -> None:
     flags = ["--key", str(sshd.key), "--ssh-port", str(sshd.port), "--host-key-policy", "off"]
     done = _piped(
@@ -92,7 +89,6 @@ def test_commands_keep_their_state_out_of_the_checkout(tmp_path: Path) -> None:
     assert not (ROOT / ".lab" / "elsewhere").exists()
 
 
-@pytest.mark.slow
 def test_the_operators_own_stack_files_are_neither_loaded_nor_linted(tmp_path: Path) -> None:
     """In a checkout of its own: a stack file the repository ships, and the operator's beside it."""
     checkout = tmp_path / "checkout"
@@ -114,7 +110,6 @@ def test_the_operators_own_stack_files_are_neither_loaded_nor_linted(tmp_path: P
         assert (lint.returncode == 0) == passes, lint.stdout
 
 
-@pytest.mark.slow
 def test_a_local_runs_folder_needs_no_stack_file(trained_runs: Path, tmp_path: Path) -> None:
     # What `labctl try` leaves: a runs folder, and possibly no stack file of the operator's yet.
     for command in ("status", "results"):

@@ -26,7 +26,6 @@ from tests.support.sshd import NOWHERE, Sshd
 
 
 @pytest.mark.parametrize("stack", ["example-gpu", "example-sweep"])
-@pytest.mark.slow
 def test_render_writes_every_declared_object_for_kubectl(stack: str, tmp_path: Path) -> None:
     out = tmp_path / "manifests"
     result = labctl("render", "--stack", stack, out)
@@ -77,7 +76,6 @@ def test_render_refuses_a_secret_no_release_reads() -> None:
         manifests(program)
 
 
-@pytest.mark.slow
 def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: Path) -> None:
     assert_one_line_error(
         labctl("render", "--stack", "testbed", tmp_path / "new"), "skips the Kubernetes install"
@@ -90,7 +88,6 @@ def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: P
     assert (tmp_path / "used" / "mine.yaml").read_text() == "kept\n"
 
 
-@pytest.mark.slow
 def test_hosts_up_and_down_run_the_playbooks_and_name_unreachable_hosts(sshd: Sshd, tmp_path: Path) -> None:
     key = tmp_path / "key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)

@@ -30,7 +30,6 @@ def _loopback_stack(sshd: Sshd, tmp_path: Path, export: Path) -> Path:
     return stacks
 
 
-@pytest.mark.slow
 def test_results_lists_runs_and_the_sweep_leaderboard(trained_runs: Path) -> None:
     result = labctl("results", "--stack", "example-cpu", "--runs-dir", trained_runs)
     assert result.code == 0, result.err
@@ -47,7 +46,6 @@ def test_results_lists_runs_and_the_sweep_leaderboard(trained_runs: Path) -> Non
         assert f"  {plot}" in result.out
 
 
-@pytest.mark.slow
 def test_results_fetch_copies_results_and_plots_without_checkpoints(
     trained_runs: Path, tmp_path: Path
 ) -> None:
@@ -67,7 +65,6 @@ def test_results_fetch_copies_results_and_plots_without_checkpoints(
     assert not any("checkpoints" in p for p in copied)
 
 
-@pytest.mark.slow
 def test_results_over_ssh_read_the_export_and_fetch_it(
     sshd: Sshd, trained_runs: Path, tmp_path: Path
 ) -> None:
@@ -94,7 +91,6 @@ def test_results_with_no_runs_says_so(sshd: Sshd, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
 def test_status_shows_the_latest_run(trained_runs: Path) -> None:
     result = labctl("status", "--stack", "example-cpu", "--runs-dir", trained_runs, "--run", "single")
     assert result.code == 0, result.err
@@ -110,7 +106,6 @@ def test_status_shows_the_latest_run(trained_runs: Path) -> None:
     assert "run lrsweep/1" in latest.out  # the last one the fixture trained
 
 
-@pytest.mark.slow
 def test_status_names_an_unknown_run(trained_runs: Path) -> None:
     result = labctl("status", "--stack", "example-cpu", "--runs-dir", trained_runs, "--run", "nope")
     assert_one_line_error(result, "no run 'nope'", "single")
@@ -132,7 +127,6 @@ def test_status_with_an_unreachable_server_is_one_line(sshd: Sshd, tmp_path: Pat
     assert_one_line_error(result, "far (root@127.0.0.3, port 9): cannot log in over SSH")
 
 
-@pytest.mark.slow
 def test_status_follows_a_run_in_progress(trained_runs: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     status_file = runs / "live" / "status.json"

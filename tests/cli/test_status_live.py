@@ -10,7 +10,6 @@ ranks' real endpoints (trainer.telemetry) for --prometheus.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,12 +116,9 @@ def test_status_of_a_lab_without_prometheus_says_so(
     assert lab_cluster.calls == []  # nobody asked
 
 
-@pytest.mark.slow
-def test_status_shows_what_a_real_prometheus_scraped_from_two_ranks(tmp_path: Path) -> None:
+def test_status_shows_what_a_real_prometheus_scraped_from_two_ranks(prometheus: str, tmp_path: Path) -> None:
     """Debian's Prometheus scrapes two ranks' endpoints as the trainer serves them; `status
     --prometheus` shows each rank's figures, and one line when that Prometheus is not there."""
-    if shutil.which("prometheus") is None:
-        pytest.skip("prometheus is missing: install Debian's `prometheus` (scripts/apt-packages.txt)")
     ranks = []
     for rank in (0, 1):
         metrics = RankMetrics(RUN, "airbench", rank)

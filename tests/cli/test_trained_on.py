@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
 from tests.support.labctl import labctl
 from trainer.contract import GENERATED, TRAINED_ON
 
 
-@pytest.mark.slow
 def test_every_file_of_a_run_on_generated_data_says_so(trained_runs: Path) -> None:
     run = trained_runs / "single"
     assert json.loads((run / "summary.json").read_text())[TRAINED_ON] == GENERATED
@@ -29,7 +27,6 @@ def test_every_file_of_a_run_on_generated_data_says_so(trained_runs: Path) -> No
         assert GENERATED in png.text["Title"]
 
 
-@pytest.mark.slow
 def test_labctl_shows_what_each_run_trained_on(trained_runs: Path, tmp_path: Path) -> None:
     results = labctl("results", "--runs-dir", trained_runs, "--stacks-dir", tmp_path)
     assert results.code == 0, results.err

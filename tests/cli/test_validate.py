@@ -78,7 +78,6 @@ def dead_address() -> Iterator[list[str]]:
         subprocess.run(["ip", "netns", "delete", DEAD_NETNS], check=True)
 
 
-@pytest.mark.slow
 def test_a_node_that_never_answers_stops_validate_within_the_connect_timeout(
     sshd: Sshd, tmp_path: Path, dead_address: list[str]
 ) -> None:
@@ -125,7 +124,6 @@ def test_the_suite_never_asks_for_a_password(sshd: Sshd, tmp_path: Path) -> None
     assert "-o BatchMode=yes" in inventory["all"]["vars"]["ansible_ssh_extra_args"]
 
 
-@pytest.mark.slow
 def test_a_reachable_lab_without_kubernetes_runs_the_suite(sshd: Sshd, tmp_path: Path) -> None:
     values = loopback_values(sshd, tmp_path / "export")
     write_stack(tmp_path, "hostsonly", values | {"skip": NO_KUBERNETES})

@@ -34,7 +34,6 @@ def _train(data: Path, runs: Path, name: str, *flags: str) -> list[str]:
     return [sys.executable, "-m", "trainer", *command]
 
 
-@pytest.mark.slow
 def test_wait_follows_a_training_run_to_completion(data: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()  # the export's runs folder exists before any run does
@@ -51,7 +50,6 @@ def test_wait_follows_a_training_run_to_completion(data: Path, tmp_path: Path) -
     assert "epoch 4/4" in result.out and "restarts 0" in result.out and "img/s" in result.out
 
 
-@pytest.mark.slow
 def test_wait_reports_a_failed_run_with_the_trainers_reason(data: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     first = subprocess.run(_train(data, runs, "diverged", "--epochs", "2"), capture_output=True, check=False)
@@ -90,7 +88,6 @@ def test_wait_names_the_run_the_stack_starts_and_gives_up_after_the_timeout(tmp_
 
 
 @pytest.mark.parametrize("stack_file", [True, False], ids=["beside a stack file", "with no stack file"])
-@pytest.mark.slow
 def test_wait_on_a_local_runs_folder_follows_its_newest_run_as_status_shows_it(
     trained_runs: Path, tmp_path: Path, stack_file: bool
 ) -> None:

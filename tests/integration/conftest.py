@@ -15,13 +15,6 @@ from lab.config import LabConfig, load_stack
 from tests.support.machine_state import STACK
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/integration/" in item.nodeid:
-            item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.slow)  # each boots or drives the test machines
-
-
 @pytest.fixture(scope="session")
 def root() -> None:
     if os.geteuid() != 0:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,25 +11,18 @@ import yaml
 from lab.bootstrap.inventory import build_inventory
 from lab.config import SkipStep, load_stack
 from lab.paths import ANSIBLE_DIR
+from tests.support.local_play import syntax_check
 from tests.support.shipped import shipped_stacks
 
 ROLES = sorted(p for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
 @pytest.mark.parametrize("playbook", ["site.yml", "reset.yml", "remove_nodes.yml"])
-@pytest.mark.slow
 def test_playbooks_pass_the_syntax_check(playbook: str, tmp_path: Path) -> None:
     for stack in shipped_stacks():
         inventory = tmp_path / f"{stack}.yml"
         inventory.write_text(yaml.safe_dump(build_inventory(load_stack(stack), tmp_path / "known_hosts")))
-        done = subprocess.run(
-            [str(ANSIBLE_PLAYBOOK), "--syntax-check", "-i", str(inventory), f"playbooks/{playbook}"],
-            cwd=ANSIBLE_DIR,
-            env={"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-        )
+        done = syntax_check(playbook, inventory)
         assert done.returncode == 0, f"{stack}: {done.stderr}"
 
 

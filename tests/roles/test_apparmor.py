@@ -45,14 +45,12 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {abi: _render(work, abi) for abi in ("3.0", "4.0")}
 
 
-@pytest.mark.slow
 def test_the_profile_parses_with_debian_s_apparmor(profiles: dict[str, str], tmp_path: Path) -> None:
     profile = tmp_path / BUILD_PROFILE
     profile.write_text(profiles["3.0"])
     assert parser_problems(profile) == ""
 
 
-@pytest.mark.slow
 def test_the_parser_check_finds_a_broken_profile(profiles: dict[str, str], tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.write_text(
@@ -61,7 +59,6 @@ def test_the_parser_check_finds_a_broken_profile(profiles: dict[str, str], tmp_p
     assert "syntax error" in parser_problems(broken)
 
 
-@pytest.mark.slow
 def test_abi_4_adds_only_the_userns_rule(profiles: dict[str, str]) -> None:
     """Ubuntu's restriction lets a process create user namespaces when its profile has `userns,`
     (ubuntu.com/blog/ubuntu-23-10-restricted-unprivileged-user-namespaces; the rootlesskit profile
@@ -74,7 +71,6 @@ def test_abi_4_adds_only_the_userns_rule(profiles: dict[str, str]) -> None:
     )
 
 
-@pytest.mark.slow
 def test_the_build_pod_names_the_profile_the_nodes_load(profiles: dict[str, str]) -> None:
     (name,) = re.findall(r"^profile (\S+) ", profiles["4.0"], flags=re.MULTILINE)
     build = next(r for r in run_program("example-cpu").of_kind("Job") if r.name == "trainer-build")
@@ -101,7 +97,6 @@ def _load(work: Path, loaded: str) -> list[str]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the role writes the profile owned by root; CI runs as root")
-@pytest.mark.slow
 def test_the_role_loads_the_profile_when_written_or_missing_from_the_kernel(tmp_path: Path) -> None:
     load = f"--replace {tmp_path / BUILD_PROFILE}"
     assert _load(tmp_path, "docker-default (enforce)\n") == [load]

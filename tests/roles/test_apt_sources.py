@@ -210,7 +210,6 @@ def lab_sources(key: Published, tmp_path_factory: pytest.TempPathFactory) -> Lab
     REPOSITORIES,
     ids=[f"{r[0]}-{r[1]}" for r in REPOSITORIES],
 )
-@pytest.mark.slow
 def test_the_roles_sources_are_what_apt_reads(
     stack: str,
     role: str,
@@ -293,7 +292,6 @@ def test_a_source_the_machine_has_is_used_as_it_is(key: Published, tmp_path: Pat
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
-@pytest.mark.slow
 def test_the_lab_s_source_goes_when_the_machine_has_gained_its_own(
     repository: tuple[str, ...], key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:
@@ -406,7 +404,6 @@ def test_the_reader_leaves_out_the_lab_s_files_and_sees_source_packages(
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
-@pytest.mark.slow
 def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
     repository: tuple[str, ...], key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:
@@ -419,7 +416,6 @@ def test_reset_removes_the_lab_s_source_and_leaves_the_machine_s(
 
 
 @pytest.mark.parametrize("repository", [KUBEADM, NVIDIA], ids=["kubeadm", "nvidia"])
-@pytest.mark.slow
 def test_a_second_run_keeps_the_lab_s_own_source(
     repository: tuple[str, ...], key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:
@@ -432,7 +428,6 @@ def test_a_second_run_keeps_the_lab_s_own_source(
 
 
 @pytest.mark.parametrize("tasks", ["packages.yml", "reset.yml"])
-@pytest.mark.slow
 def test_the_source_an_earlier_release_wrote_is_the_lab_s(
     tasks: str, key: Published, lab_sources: LabSources, tmp_path: Path
 ) -> None:

@@ -158,7 +158,6 @@ needs_root = pytest.mark.skipif(
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_keeps_the_rules_another_tool_had(tmp_path: Path) -> None:
     left = _rules_reset(tmp_path, OWNERS, WITH_THE_CLUSTER)
     assert [line for line in left if "KUBE-" in line or "FLANNEL" in line] == []
@@ -169,7 +168,6 @@ def test_reset_keeps_the_rules_another_tool_had(tmp_path: Path) -> None:
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_keeps_the_rules_another_tool_made_while_the_lab_ran(tmp_path: Path) -> None:
     """podman's network came after the install: its chains, its port forward through the portmap
     chains it shares with the cluster, and the owner's rule that mentions KUBE- all stay."""
@@ -195,7 +193,6 @@ def test_reset_keeps_the_rules_another_tool_made_while_the_lab_ran(tmp_path: Pat
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_removes_the_portmap_chains_when_only_the_cluster_used_them(tmp_path: Path) -> None:
     left = _rules_reset(tmp_path, PLAIN, _nat(CLUSTER_NAT_CHAINS, CLUSTER_NAT_RULES))
     assert left == PLAIN.splitlines()
@@ -297,7 +294,6 @@ def reset_node(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_unmounts_what_pods_mounted_and_leaves_the_owners(reset_node: Path) -> None:
     """Every mount below the cluster's directories goes, tmpfs, overlay, NFS, stacked and busy ones
     and one with a space in its path included; a sibling directory's and the owner's stay."""
@@ -308,14 +304,12 @@ def test_reset_unmounts_what_pods_mounted_and_leaves_the_owners(reset_node: Path
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_removes_dead_pod_namespaces_and_leaves_live_ones(reset_node: Path) -> None:
     assert (reset_node / "netns-after").read_text().split() == ["cni-alive"]
     assert f"{reset_node}/netns/cni-alive" in _mount_points(reset_node)
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_deletes_the_cluster_network_links(reset_node: Path) -> None:
     links = _links(reset_node)
     assert "cni0" not in links and "flannel.1" not in links
@@ -323,7 +317,6 @@ def test_reset_deletes_the_cluster_network_links(reset_node: Path) -> None:
 
 
 @needs_root
-@pytest.mark.slow
 def test_reset_leaves_a_cni0_of_another_network(tmp_path: Path) -> None:
     """The CNI bridge plugin's default bridge name is cni0 for any network that names none."""
     _in_namespaces(tmp_path, cni0_address="10.88.0.1/16")

@@ -47,7 +47,6 @@ def _k3s_secrets(r: Rendered) -> dict[str, str]:
     return {"agent": r.tokens["k3s_agent_token"], "ca_hash": hashlib.sha256(r.ca_pem).hexdigest()}
 
 
-@pytest.mark.slow
 def test_k3s_config_files_hold_only_flags_k3s_takes(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
@@ -58,7 +57,6 @@ def test_k3s_config_files_hold_only_flags_k3s_takes(daemon_files: dict[str, Rend
     assert problems == {}
 
 
-@pytest.mark.slow
 def test_k3s_agents_get_the_agent_secret_only(daemon_files: dict[str, Rendered]) -> None:
     for r in _of(daemon_files, "k3s"):
         for agent in r.lab.agents:
@@ -67,7 +65,6 @@ def test_k3s_agents_get_the_agent_secret_only(daemon_files: dict[str, Rendered])
             )
 
 
-@pytest.mark.slow
 def test_k3s_nodes_are_not_labelled_at_registration(daemon_files: dict[str, Rendered]) -> None:
     """k3s applies node-label only when a node registers (docs/cli/agent.md): the program labels GPU nodes."""
     for r in _of(daemon_files, "k3s"):
@@ -101,7 +98,6 @@ def test_the_k3s_config_check_finds_what_k3s_would_not_take() -> None:
     assert len(k3s_config_problems(values, "server", secrets)) == 4
 
 
-@pytest.mark.slow
 def test_k3s_units_read_the_operator_s_environment_files(daemon_files: dict[str, Rendered]) -> None:
     """Proxy settings reach k3s through EnvironmentFile=; the leading '-' lets a missing file pass
     (systemd.exec(5), EnvironmentFile=)."""
@@ -121,7 +117,6 @@ def test_k3s_units_read_the_operator_s_environment_files(daemon_files: dict[str,
             assert "ExecStart" in unit["Service"]
 
 
-@pytest.mark.slow
 def test_k3s_registry_mirrors_match_k3s_s_schema(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
@@ -149,7 +144,6 @@ def test_the_registries_check_finds_what_k3s_would_not_read() -> None:
 # kubeadm and containerd
 
 
-@pytest.mark.slow
 def test_kubeadm_configurations_are_what_the_pinned_kubeadm_reads(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
@@ -160,7 +154,6 @@ def test_kubeadm_configurations_are_what_the_pinned_kubeadm_reads(daemon_files: 
     assert problems == {}
 
 
-@pytest.mark.slow
 def test_kubeadm_configurations_carry_the_lab_s_token_and_ca_hash(daemon_files: dict[str, Rendered]) -> None:
     for r in _of(daemon_files, "kubeadm"):
         init = next(
@@ -201,7 +194,6 @@ def test_the_kubeadm_check_finds_what_kubeadm_would_not_read() -> None:
     assert kubeadm_config_problems(k3s_token, "1.33.5")
 
 
-@pytest.mark.slow
 def test_containerd_hosts_files_hold_only_what_containerd_reads(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         f"{r.stack}/{node.name}": p
@@ -284,7 +276,6 @@ def exportfs() -> None:
 
 
 @pytest.mark.usefixtures("exportfs")
-@pytest.mark.slow
 def test_exports_lines_are_what_exportfs_reads(daemon_files: dict[str, Rendered]) -> None:
     problems = {
         r.stack: p
@@ -322,7 +313,6 @@ def test_the_exports_check_finds_what_exportfs_would_not_take(tmp_path: Path) ->
 # Command lines the roles run
 
 
-@pytest.mark.slow
 def test_kubeadm_token_list_reaches_kubeadm_with_its_quotes(daemon_files: dict[str, Rendered]) -> None:
     """client-go util/jsonpath parser.go: inside {...} a bare backslash is "unrecognized character
     in action"; {"\\n"} must arrive with its quotes, which shlex splitting of a command line strips."""
@@ -332,7 +322,6 @@ def test_kubeadm_token_list_reaches_kubeadm_with_its_quotes(daemon_files: dict[s
     assert shlex.split('kubeadm token list -o jsonpath={.token}{"\\n"}')[-1] == "jsonpath={.token}{\\n}"
 
 
-@pytest.mark.slow
 def test_flannel_is_pointed_at_each_node_s_interface(daemon_files: dict[str, Rendered]) -> None:
     for r in _of(daemon_files, "kubeadm"):
         argv = r.commands(r.lab.server.name)["kubeadm_flannel_iface_argv"]

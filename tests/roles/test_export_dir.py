@@ -40,7 +40,6 @@ def _lab_made(export: Path) -> Path:
     return export
 
 
-@pytest.mark.slow
 def test_only_a_new_export_or_one_the_lab_made_is_taken(tmp_path: Path) -> None:
     assert _check(tmp_path / "new" / "export", tmp_path / "new-run")[0] == 0, "a new directory is the lab's"
     assert _check(_lab_made(tmp_path / "made"), tmp_path / "re-run")[0] == 0, "the lab's own export"
@@ -67,7 +66,6 @@ def test_someone_elses_files_in_the_labs_export_are_refused(tmp_path: Path) -> N
     assert f"{export} holds .git, thesis.tex, which the lab did not put there" in output, output
 
 
-@pytest.mark.slow
 def test_links_and_directories_others_may_write_on_the_way_are_refused(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     target.mkdir()
@@ -111,7 +109,6 @@ def _reset(export: Path, work: Path, record: str | None, purge: bool = True) -> 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.slow
 def test_purge_deletes_only_what_the_lab_made(tmp_path: Path) -> None:
     export = _lab_made(tmp_path / "export")
     (export / "runs" / "run-1").mkdir()
@@ -130,7 +127,6 @@ def test_purge_deletes_only_what_the_lab_made(tmp_path: Path) -> None:
     assert (target / "file").read_text() == "not the lab's\n", "purge followed a link"
 
 
-@pytest.mark.slow
 def test_purge_leaves_an_export_the_record_does_not_name(tmp_path: Path) -> None:
     export = _lab_made(tmp_path / "export")
     _reset(export, tmp_path / "unrecorded", None)

@@ -54,7 +54,6 @@ def _firewall(tmp_path: Path, state: str, run: str, peers: list[str] | None = No
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="the role records the rules in a root-owned file; CI runs as root"
 )
-@pytest.mark.slow
 def test_reset_closes_only_the_ports_the_lab_opened(tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     (tmp_path / "rules").write_text(OWNERS_RULE + "\n")
@@ -70,7 +69,6 @@ PEERS = ["10.9.0.2", "10.9.0.3", "10.9.0.4"]
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="the role records the rules in a root-owned file; CI runs as root"
 )
-@pytest.mark.slow
 def test_openings_follow_the_nodes_that_join_and_leave(tmp_path: Path) -> None:
     """A node that leaves has its openings closed on the nodes that stay; one that joins gets
     its own; and reset closes every opening the lab made, whichever nodes the lab had then."""

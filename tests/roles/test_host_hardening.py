@@ -15,7 +15,6 @@ import shlex
 import tomllib
 from pathlib import Path
 
-import pytest
 import yaml
 
 from lab.config import LabConfig, load_stack
@@ -54,7 +53,6 @@ def firewall_problems(lab: LabConfig, node: str, calls: list[str]) -> list[str]:
     return problems
 
 
-@pytest.mark.slow
 def test_each_opening_admits_only_the_other_nodes_and_only_what_the_lab_uses(
     host_files: dict[str, HostFiles],
 ) -> None:
@@ -83,7 +81,6 @@ def test_the_firewall_check_catches_openings_to_anyone_and_unused_ports() -> Non
     assert any("192.168.50.99, which is not another node" in p for p in problems)
 
 
-@pytest.mark.slow
 def test_reset_deletes_exactly_the_rules_it_made(host_files: dict[str, HostFiles], tmp_path: Path) -> None:
     opened = host_files["example-kubeadm"]
     closed = render_host_files("example-kubeadm", tmp_path / "close", "absent", opened.out.parent / "state")
@@ -110,7 +107,6 @@ def export_problems(lab: LabConfig, exports: str) -> list[str]:
     return problems
 
 
-@pytest.mark.slow
 def test_shipped_stacks_export_to_the_node_addresses_only(host_files: dict[str, HostFiles]) -> None:
     problems = [
         p
@@ -144,7 +140,6 @@ def toolkit_problems(config: str) -> list[str]:
     ]
 
 
-@pytest.mark.slow
 def test_gpu_nodes_ignore_visible_devices_set_by_unprivileged_pods(host_files: dict[str, HostFiles]) -> None:
     gpu_nodes = [(files, n.name) for files in host_files.values() for n in files.lab.gpu_nodes]
     assert gpu_nodes, "no shipped stack has GPU nodes: the toolkit settings would go unchecked"
@@ -208,7 +203,6 @@ def pod_security_problems(text: str) -> list[str]:
     return problems
 
 
-@pytest.mark.slow
 def test_k3s_nodes_get_the_kernel_settings_protect_kernel_defaults_needs(
     host_files: dict[str, HostFiles],
 ) -> None:
@@ -222,7 +216,6 @@ def test_k3s_nodes_get_the_kernel_settings_protect_kernel_defaults_needs(
     )
 
 
-@pytest.mark.slow
 def test_the_k3s_server_enforces_pod_security_by_default(host_files: dict[str, HostFiles]) -> None:
     servers = [files for files in host_files.values() if files.lab.distribution.value == "k3s"]
     for files in servers:
@@ -231,7 +224,6 @@ def test_the_k3s_server_enforces_pod_security_by_default(host_files: dict[str, H
     assert pod_security_problems(off) == ["no PodSecurity plugin configuration"]
 
 
-@pytest.mark.slow
 def test_the_k3s_configuration_turns_the_hardening_on(daemon_files: dict[str, Rendered]) -> None:
     files = daemon_files["example-cpu"]
     server, agent = (yaml.safe_load(files.file(n.name, "config.yaml")) for n in files.lab.nodes)

@@ -18,7 +18,6 @@ RECORDING = 'echo "$(basename "$0") $*" >> "$LAB_TEST_CALLS"'
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the role's files are root's; CI runs as root")
-@pytest.mark.slow
 def test_reset_restores_settings_and_unloads_what_the_lab_loaded(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()

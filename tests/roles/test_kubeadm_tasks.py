@@ -62,7 +62,6 @@ def _calls(work: Path) -> list[str]:
     return calls.read_text().splitlines() if calls.exists() else []
 
 
-@pytest.mark.slow
 def test_a_rerun_after_a_late_init_failure_resets_and_inits_again(tmp_path: Path) -> None:
     token = new_kubeadm_token()
     (tmp_path / "token").write_text(token)
@@ -138,7 +137,6 @@ def _join(work: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-@pytest.mark.slow
 def test_a_rerun_after_a_failed_join_resets_and_joins_again(tmp_path: Path) -> None:
     (tmp_path / "fail").touch()
     rc, _output = _join(tmp_path)
@@ -169,7 +167,6 @@ def _backup(work: Path) -> str | None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the role writes the backup owned by root; CI runs as root")
-@pytest.mark.slow
 def test_only_the_machine_s_own_containerd_configuration_is_kept(tmp_path: Path) -> None:
     ubuntu, debian = tmp_path / "ubuntu", tmp_path / "debian"
     for machine in (ubuntu, debian):
@@ -278,7 +275,6 @@ def _containerd(work: Path, gpus: int) -> list[str]:
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="the role writes containerd's files owned by root; CI runs as root"
 )
-@pytest.mark.slow
 def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None:
     """The lab's base configuration does not change when a node gets GPUs after the install, so
     the runtime is added because containerd's configuration lacks it, and containerd restarted."""

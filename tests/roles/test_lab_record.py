@@ -53,7 +53,6 @@ def _claim_then_reset(tmp_path: Path, containerd_installed: bool) -> dict[str, b
 
 
 @pytest.mark.parametrize("containerd_installed", [False, True])
-@pytest.mark.slow
 def test_reset_removes_what_the_lab_created_unless_another_still_uses_it(
     tmp_path: Path, containerd_installed: bool
 ) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.support.local_play import run_tasks
 
 # Records its arguments; lists the node; `drain` fails as kubectl does when the timeout ends an
@@ -38,14 +36,12 @@ def _leave(work: Path) -> tuple[int, str, list[str]]:
     return done.returncode, done.stdout + done.stderr, [call.split()[0] for call in calls]
 
 
-@pytest.mark.slow
 def test_a_drained_node_is_deleted_from_the_cluster(tmp_path: Path) -> None:
     rc, output, calls = _leave(tmp_path)
     assert rc == 0, output
     assert calls == ["get", "drain", "delete"]
 
 
-@pytest.mark.slow
 def test_a_failed_drain_stops_with_kubectls_words_and_leaves_the_node_schedulable(tmp_path: Path) -> None:
     (tmp_path / "fail").touch()
     rc, output, calls = _leave(tmp_path)

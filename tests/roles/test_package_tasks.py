@@ -47,7 +47,6 @@ def _lists(tmp_path: Path, simulate_rc: int, refresh: bool) -> tuple[dict[str, A
     return facts, calls.read_text().splitlines() if calls.exists() else []
 
 
-@pytest.mark.slow
 def test_apt_lists_are_refreshed_when_a_pinned_package_has_no_candidate(tmp_path: Path) -> None:
     """`apt-get install` exits 100 on "Unable to locate package" or "Version ... was not found"."""
     facts, calls = _lists(tmp_path, simulate_rc=100, refresh=False)
@@ -55,13 +54,11 @@ def test_apt_lists_are_refreshed_when_a_pinned_package_has_no_candidate(tmp_path
     assert int(facts["lab_packages_lists_valid_time"]) == 0
 
 
-@pytest.mark.slow
 def test_apt_lists_are_trusted_for_their_age_when_apt_can_install(tmp_path: Path) -> None:
     facts, _ = _lists(tmp_path, simulate_rc=0, refresh=False)
     assert int(facts["lab_packages_lists_valid_time"]) == 3600
 
 
-@pytest.mark.slow
 def test_apt_lists_are_refreshed_after_a_repository_changed(tmp_path: Path) -> None:
     facts, calls = _lists(tmp_path, simulate_rc=0, refresh=True)
     assert calls == [] and int(facts["lab_packages_lists_valid_time"]) == 0
@@ -145,12 +142,10 @@ def _marked_at_reset(tmp_path: Path, manual_record: list[str] | None) -> list[st
     return (tmp_path / "auto").read_text().split()
 
 
-@pytest.mark.slow
 def test_reset_leaves_the_packages_the_owner_installed_by_hand_to_the_owner(tmp_path: Path) -> None:
     assert sorted(_marked_at_reset(tmp_path, ["nfs-common"])) == ["libnfsidmap1", "nfs-common"]
 
 
-@pytest.mark.slow
 def test_reset_of_a_lab_without_the_record_of_its_requests_marks_all_its_packages(tmp_path: Path) -> None:
     assert sorted(_marked_at_reset(tmp_path, None)) == ["keyutils", "libnfsidmap1", "nfs-common"]
 
@@ -221,7 +216,6 @@ def _toolkit(tmp_path: Path, installed: str | None) -> list[str]:
     ("installed", "pinned"),
     [(None, True), ("1.17.3-1", True), (PIN, False), ("1.17.10-1", False)],
 )
-@pytest.mark.slow
 def test_a_toolkit_at_or_above_the_pin_is_kept(tmp_path: Path, installed: str | None, pinned: bool) -> None:
     """dpkg --compare-versions decides (1.17.10 is above 1.17.8, which a string comparison gets wrong)."""
     install = _toolkit(tmp_path, installed)
@@ -242,7 +236,6 @@ def _stopped_because(output: str) -> str:
     return found[0] if found else output[-2000:]
 
 
-@pytest.mark.slow
 def test_a_driver_and_gpus_the_image_runs_on_pass(tmp_path: Path) -> None:
     rc, output, facts = _driver(tmp_path, "printf '580.95.05, 8.6\\n580.95.05, 12.0\\n'", gpus=2)
     assert rc == 0, output
@@ -258,7 +251,6 @@ def test_a_driver_and_gpus_the_image_runs_on_pass(tmp_path: Path) -> None:
         ("echo 'NVIDIA-SMI has failed' >&2; exit 9", "`nvidia-smi` failed"),
     ],
 )
-@pytest.mark.slow
 def test_an_unfit_driver_or_gpu_stops_the_play_naming_why(tmp_path: Path, smi: str, reason: str) -> None:
     rc, output, _ = _driver(tmp_path, smi)
     assert rc != 0 and reason in _stopped_because(output), output[-3000:]

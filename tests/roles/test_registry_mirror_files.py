@@ -81,7 +81,6 @@ OWNERS_HOSTS = f'server = "https://{ENDPOINT}"\n[host."https://{ENDPOINT}"]\n  c
     ],
     ids=["nothing", "certs.d", "endpoint-folder", "endpoint-hosts.toml"],
 )
-@pytest.mark.slow
 def test_reset_leaves_containerds_registry_folder_as_the_owner_had_it(
     tmp_path: Path, owners: dict[str, str | None]
 ) -> None:

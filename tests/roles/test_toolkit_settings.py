@@ -37,7 +37,6 @@ def _run(tmp_path: Path, tasks: str, config: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("before", [TOOLKIT_CONFIG, OWNERS], ids=["package-defaults", "owners-settings"])
-@pytest.mark.slow
 def test_reset_gives_back_the_owners_configuration(tmp_path: Path, before: str) -> None:
     (tmp_path / "state").mkdir()
     config = tmp_path / "config.toml"

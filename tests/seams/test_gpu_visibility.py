@@ -76,7 +76,6 @@ def test_gpu_stacks_ship() -> None:
 
 
 @pytest.mark.parametrize("stack", GPU_STACKS)
-@pytest.mark.slow
 def test_the_device_plugin_sees_every_gpu_under_the_roles_settings(
     stack: str, settings: dict[str, dict[str, bool]]
 ) -> None:
@@ -90,7 +89,6 @@ def test_the_device_plugin_sees_every_gpu_under_the_roles_settings(
 
 
 @pytest.mark.parametrize("stack", GPU_STACKS)
-@pytest.mark.slow
 def test_gpu_workloads_get_exactly_their_allocation_and_never_the_variable(
     stack: str, settings: dict[str, dict[str, bool]]
 ) -> None:
@@ -122,7 +120,6 @@ def test_gpu_workloads_run_where_no_pod_may_add_sys_admin(stack: str) -> None:
         assert levels[workload.inputs["metadata"]["namespace"]] == RESTRICTED, name_of(workload)
 
 
-@pytest.mark.slow
 def test_a_plugin_with_every_capability_dropped_sees_no_gpu(settings: dict[str, dict[str, bool]]) -> None:
     """The defect this seam had: the plugin dropped ALL, so the toolkit ignored its variable."""
     container = {**_plugin(recorded("example-gpu"))}

@@ -66,7 +66,6 @@ def test_every_k3s_stack_pins_a_release_whose_packaged_objects_are_recorded() ->
         assert packaged(release), f"{stack}: record what k3s {release} deploys in tests/seams/data"
 
 
-@pytest.mark.slow
 def test_the_program_declares_no_object_the_k3s_server_deploys(disabled: dict[str, list[str]]) -> None:
     found = {
         stack: problems
@@ -76,7 +75,6 @@ def test_the_program_declares_no_object_the_k3s_server_deploys(disabled: dict[st
     assert found == {}
 
 
-@pytest.mark.slow
 def test_gpu_labs_on_k3s_own_the_nvidia_runtime_class_and_k3s_stages_none(
     disabled: dict[str, list[str]],
 ) -> None:

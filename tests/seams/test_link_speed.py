@@ -9,15 +9,11 @@ same). A virtual machine's network card often reads `-1`; the panel must show on
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
-import pytest
-
 from lab.cli.support.node_exporter import NODE_EXPORTER
 from lab.cli.support.prometheus import (
-    PROMETHEUS,
     LocalPrometheus,
     await_answer,
     free_port,
@@ -29,7 +25,6 @@ from lab.cli.support.prometheus import (
 from lab.cluster.observability import dashboard
 from lab.config.monitoring import NODES_JOB
 
-pytestmark = pytest.mark.slow
 SCRAPED_WITHIN_S = 120  # Prometheus hands new targets to its scrapers every 5 s; more when busy
 
 
@@ -39,9 +34,7 @@ def link_speed_query() -> str:
     return str(target["expr"])
 
 
-def test_link_speed_shows_known_speeds_only(tmp_path: Path) -> None:
-    if shutil.which(NODE_EXPORTER) is None or shutil.which(PROMETHEUS) is None:
-        pytest.skip("install Debian's prometheus and prometheus-node-exporter (scripts/apt-packages.txt)")
+def test_link_speed_shows_known_speeds_only(prometheus: str, node_exporter: str, tmp_path: Path) -> None:
     target = f"127.0.0.1:{free_port()}"
     log = tmp_path / "node-exporter.log"
     exporter = start_logged(

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from lab.paths import ANSIBLE_DIR
+from tests.support.tiers import costly
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
@@ -42,6 +43,7 @@ KEEP_FACTS = """\
 FACTS_FILE = "facts.json"
 
 
+@costly("a real ansible-playbook run on this machine")
 def run_play(
     work: Path,
     play: str,
@@ -78,6 +80,18 @@ def run_play(
              "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_NOCOLOR": "1", **(environment or {})},
         capture_output=True, text=True, cwd=ANSIBLE_DIR,
     )  # fmt: skip
+
+
+@costly("a real ansible-playbook run on this machine")
+def syntax_check(playbook: str, inventory: Path) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook's syntax check of the lab's playbooks/`playbook` with `inventory`."""
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "--syntax-check", "-i", str(inventory), f"playbooks/{playbook}"],
+        cwd=ANSIBLE_DIR,
+        env={"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
 
 
 RENDER_PLAY = """\

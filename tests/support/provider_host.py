@@ -28,6 +28,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2
 from pulumi.runtime.proto.provider_pb2_grpc import ResourceProviderStub
 
+from tests.support.tiers import costly
+
 URN = "urn:pulumi:demo::k8scifar::pulumi-python:dynamic/k8scifar:HostBootstrap::hosts"
 PROVIDER_KEY = "__provider"
 # `__provider` as states written before the bootstrap moved from lab/hosts.py to
@@ -89,6 +91,7 @@ class ProviderHost:
         self.stub.Delete(request, timeout=CALL_TIMEOUT_S)
 
 
+@costly("the engine's dynamic provider host, started for real")
 @contextmanager
 def provider_host(
     provider: ResourceProvider, cwd: Path, pythonpath: Path, env: Mapping[str, str] | None = None

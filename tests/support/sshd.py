@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tiers import costly
+
 # TEST-NET-1 (RFC 5737): documentation addresses, on the namespace's loopback device only.
 SERVER, AGENT = "192.0.2.1", "192.0.2.2"
 # A third node's address, for labs of more than two nodes.
@@ -90,6 +92,7 @@ def _sshd_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 
 @pytest.fixture
+@costly("logins over real SSH to the test sshd")
 def sshd(_sshd_daemon: Sshd) -> Iterator[Sshd]:
     """The test sshd; the test runs in the nodes' namespace, and so does every process it starts."""
     home = os.open("/proc/self/ns/net", os.O_RDONLY)

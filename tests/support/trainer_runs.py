@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from tests.support.network import free_port
+from tests.support.tiers import costly
 from trainer import checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,12 +50,14 @@ def torchrun(nproc: int, *args: str | Path, restarts: int = 0) -> list[str]:
     ]
 
 
+@costly("a trainer process (torch on CPU)")
 def run(command: list[str], timeout: float = 240, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command, env=env(**extra), capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
+@costly("a trainer process (torch on CPU)")
 def start(command: list[str], log: Path, **extra: str) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         # A session of its own, so a failed test can end torchrun and its workers together.
@@ -98,6 +101,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+@costly("a trainer process (torch on CPU)")
 def trainer_ok(*args: str | Path) -> None:
     """`python -m trainer ARGS`, which must succeed."""
     done = subprocess.run(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.tiers import costly
 from tests.support.trainer_runs import env
 from trainer import checkpoint
 
@@ -78,13 +79,18 @@ def _pointer_is_sound(folder: Path) -> bool:
     return hashlib.sha256(data).hexdigest() == pointer["sha256"]
 
 
-@pytest.mark.slow
+@costly("a torch process writing checkpoints")
+def _writer(folder: Path) -> subprocess.Popen[str]:
+    """A process saving 8 MB checkpoints into `folder` back to back, until it is killed."""
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder)], env=env(), stdout=subprocess.PIPE, text=True
+    )
+
+
 def test_kill_9_during_checkpoint_writes_never_leaves_a_broken_latest(tmp_path: Path) -> None:
     """A writer saving 8 MB checkpoints back to back is killed at varied moments, several times."""
     for attempt in range(4):
-        writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(tmp_path)], env=env(), stdout=subprocess.PIPE, text=True
-        )
+        writer = _writer(tmp_path)
         assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
         time.sleep(0.3 + 0.17 * attempt)
         writer.send_signal(signal.SIGKILL)

@@ -15,7 +15,6 @@ from trainer.cli import main
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 
 
-@pytest.mark.slow
 def test_on_complete_wait_sleeps_until_sigterm_and_skips_a_finished_run(
     dataset: Path, tmp_path: Path, processes: list
 ) -> None:
@@ -38,7 +37,6 @@ def test_on_complete_wait_sleeps_until_sigterm_and_skips_a_finished_run(
     assert "best test accuracy" in (tmp_path / "second.log").read_text()
 
 
-@pytest.mark.slow
 def test_a_changed_config_on_an_existing_run_is_refused(dataset: Path, tmp_path: Path) -> None:
     base = ["train", "--data", dataset, "--runs", tmp_path, "--run-name", "same", *TINY]
     assert run(trainer(*base)).returncode == 0
@@ -48,7 +46,6 @@ def test_a_changed_config_on_an_existing_run_is_refused(dataset: Path, tmp_path:
     assert "--run-name" in changed.stderr and "Traceback" not in changed.stderr
 
 
-@pytest.mark.slow
 def test_sweep_index_selects_a_set_and_the_report_ranks_runs(dataset: Path, tmp_path: Path) -> None:
     space = {"strategy": "grid", "seed": 0, "parameters": {"lr": [0.05, 1.5], "epochs": [1]}}
     (tmp_path / "space.json").write_text(json.dumps(space))

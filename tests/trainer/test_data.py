@@ -66,7 +66,6 @@ def test_a_missing_or_malformed_batch_names_the_file(tmp_path: Path) -> None:
         data.load(tmp_path, train=False)
 
 
-@pytest.mark.slow
 def test_the_cli_reports_a_data_error_in_one_line(tmp_path: Path) -> None:
     result = run(trainer("train", "--data", tmp_path, "--runs", tmp_path / "runs", "--run-name", "x"))
     assert result.returncode == 2
@@ -129,7 +128,6 @@ def test_python2_batches_load_through_the_restricted_unpickler(tmp_path: Path) -
     assert data.load(tmp_path, train=False).images.shape == (20, 3, 32, 32)
 
 
-@pytest.mark.slow
 def test_the_cli_refuses_a_tampered_batch_in_one_line(tmp_path: Path) -> None:
     folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
     (folder / "test_batch").write_bytes(b"\x80\x02}q\x00.")

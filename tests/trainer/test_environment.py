@@ -96,7 +96,6 @@ def _train_as(dataset: Path, runs: Path, **variables: str) -> subprocess.Complet
     return run(trainer("train", "--data", dataset, "--runs", runs, "--run-name", "rank", *SMALL), **variables)
 
 
-@pytest.mark.slow
 def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp_path: Path) -> None:
     port = free_port()  # nobody listens here: rank 0 never started
     began = time.monotonic()
@@ -116,7 +115,6 @@ def test_an_unreachable_rendezvous_names_the_address_and_port(dataset: Path, tmp
     assert time.monotonic() - began < DEFAULT_TIMEOUT_SECONDS, "the rendezvous waited the default timeout"
 
 
-@pytest.mark.slow
 def test_an_unresolvable_master_address_is_named(dataset: Path, tmp_path: Path) -> None:
     result = _train_as(
         dataset,
@@ -131,7 +129,6 @@ def test_an_unresolvable_master_address_is_named(dataset: Path, tmp_path: Path) 
     assert "MASTER_ADDR 'no-such-host.invalid' (no-such-host.invalid:29500) does not resolve" in result.stderr
 
 
-@pytest.mark.slow
 def test_rank_at_or_above_world_size_fails_before_any_output(dataset: Path, tmp_path: Path) -> None:
     result = _train_as(
         dataset, tmp_path, WORLD_SIZE="2", RANK="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500"

@@ -53,7 +53,6 @@ def test_strict_json_is_written_or_nothing(tmp_path: Path) -> None:
         strict_json('{"loss": NaN}')
 
 
-@pytest.mark.slow
 def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path: Path) -> None:
     """Under torchrun every rank sees the same non-finite loss (it is summed over them): rank 0
     says so, and each rank's exit code and line reach torchrun's summary."""
@@ -78,7 +77,6 @@ def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path
     _all_strict_json(run_dir)
 
 
-@pytest.mark.slow
 def test_the_largest_learning_rate_the_flag_accepts_fails_as_diverged(dataset: Path, tmp_path: Path) -> None:
     """At --lr 100 the small net's loss grows by orders of magnitude while its accuracy sits at
     chance; with only NaN and inf counting as divergence that run ended "done", exit 0."""
@@ -103,7 +101,6 @@ def test_the_largest_learning_rate_the_flag_accepts_fails_as_diverged(dataset: P
     _all_strict_json(run_dir)
 
 
-@pytest.mark.slow
 def test_unverifiable_checkpoints_refuse_a_silent_restart_unless_fresh(dataset: Path, tmp_path: Path) -> None:
     base = [
         "train",
@@ -151,7 +148,6 @@ def _read_only(folder: Path) -> list[str]:
     return ["unshare", "--mount", "sh", "-c", script, "sh"]
 
 
-@pytest.mark.slow
 def test_a_read_only_runs_folder_is_one_line(dataset: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -328,7 +324,6 @@ def _refused(case: str, path: Path, state: dict, layout: checkpoint.Layout) -> N
 
 
 @pytest.mark.parametrize("case", MISFITS)
-@pytest.mark.slow
 def test_a_checkpoint_that_does_not_fit_the_run_is_named_with_its_fix(
     case: str, finished: Path, layout: checkpoint.Layout
 ) -> None:
@@ -339,7 +334,6 @@ def test_a_checkpoint_that_does_not_fit_the_run_is_named_with_its_fix(
 
 
 @pytest.mark.parametrize("case", ["a tensor of another shape", "a missing top-level key", "an epoch of 1e9"])
-@pytest.mark.slow
 def test_a_checkpoint_that_verifies_but_does_not_fit_the_run_is_one_line(
     case: str, dataset: Path, finished: Path, tmp_path: Path
 ) -> None:
@@ -356,7 +350,6 @@ def test_a_checkpoint_that_verifies_but_does_not_fit_the_run_is_one_line(
     assert not (run_dir / "summary.json").exists() and not (run_dir / "status.json").exists()
 
 
-@pytest.mark.slow
 def test_a_checkpoint_summed_again_unchanged_resumes(dataset: Path, finished: Path, tmp_path: Path) -> None:
     """The checks above refuse what is wrong, not what the trainer wrote."""
     run_dir = _resume_from_first_epoch(finished, tmp_path, None)
@@ -370,7 +363,6 @@ def test_a_checkpoint_summed_again_unchanged_resumes(dataset: Path, finished: Pa
     )
 
 
-@pytest.mark.slow
 def test_a_checkpoint_that_does_not_fit_is_refused_before_the_rendezvous(
     dataset: Path, finished: Path, tmp_path: Path
 ) -> None:

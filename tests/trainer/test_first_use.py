@@ -13,7 +13,6 @@ from trainer import contract, lifecycle, plots, run_state
 from trainer.loader import few_steps_warning
 
 
-@pytest.mark.slow
 def test_a_finished_run_is_reported_complete_and_a_batch_too_big_for_the_data_warns(
     dataset: Path, tmp_path: Path
 ) -> None:
@@ -43,7 +42,6 @@ def test_the_few_steps_warning_starts_below_ten_steps_an_epoch() -> None:
     assert "use --batch-size 4 or less" in (few_steps_warning(40, 32) or "")
 
 
-@pytest.mark.slow
 def test_one_failing_rank_under_torchrun_is_one_line_and_torchruns_root_cause(
     dataset: Path, tmp_path: Path
 ) -> None:

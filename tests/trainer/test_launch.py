@@ -45,7 +45,6 @@ from tests.support.trainer_runs import run, trainer
         ),
     ],
 )
-@pytest.mark.slow
 def test_launch_refuses_in_one_line(args: list[str], env: dict[str, str], message: str) -> None:
     result = run(trainer("launch", *args), timeout=60, **env)
     assert result.returncode == 2, result.stdout + result.stderr

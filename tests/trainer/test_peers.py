@@ -8,8 +8,6 @@ import json
 import pickle
 from pathlib import Path
 
-import pytest
-
 from tests.support.network import free_port
 from tests.support.trainer_runs import ROOT, TORCHRUN, run, strict_json
 
@@ -37,7 +35,6 @@ def _torchrun_script(script: Path, *args: str | Path) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.mark.slow
 def test_ranks_train_resume_and_find_a_run_complete_without_unpickling(dataset: Path, tmp_path: Path) -> None:
     """Every exchange of a run: whether rank 0 found it complete (and its accuracy), the device
     names, the checkpoint to resume; each as the trainer's own tensors."""
@@ -129,7 +126,6 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.slow
 def test_a_forged_peers_pickle_is_refused_as_data_and_never_loaded(tmp_path: Path) -> None:
     marker = tmp_path / "unpickled"
     payload = pickle.dumps(_Payload(marker))

@@ -84,7 +84,6 @@ def probe(ready: Path) -> int:
     return done.returncode
 
 
-@pytest.mark.slow
 def test_ranks_turn_ready_when_the_group_trains_and_rank_0_hands_the_gpus_back(
     dataset: Path, tmp_path: Path, server: Recorder, processes: list
 ) -> None:

@@ -66,7 +66,6 @@ telemetry.RankMetrics.stepped = stepped
 """
 
 
-@pytest.mark.slow
 def test_each_rank_serves_its_figures_while_training(dataset: Path, tmp_path: Path, processes: list) -> None:
     port = consecutive_free_ports(2)
     command = torchrun(

@@ -47,7 +47,6 @@ plots.curves = curves
 """
 
 
-@pytest.mark.slow
 def test_a_slow_rank_0_write_holds_no_peer_at_the_final_barrier(dataset: Path, tmp_path: Path) -> None:
     """Rank 0 writes its summary and plots after the ranks have left the group: on a new machine
     matplotlib's first import (its font cache) can outlast the collective timeout that the other
@@ -65,7 +64,6 @@ def test_a_slow_rank_0_write_holds_no_peer_at_the_final_barrier(dataset: Path, t
     assert (tmp_path / "slow" / "curves.png").is_file()
 
 
-@pytest.mark.slow
 def test_two_ranks_write_every_output_with_sane_contents(reference: Path) -> None:
     lines = _metrics(reference)
     assert [line["epoch"] for line in lines] == [1, 2, 3]
@@ -104,7 +102,6 @@ def _parameters(run_dir: Path) -> dict[str, torch.Tensor]:
     return {name: value for name, value in state.items() if "num_batches" not in name}
 
 
-@pytest.mark.slow
 def test_two_ranks_match_one_rank_with_the_same_global_batch(dataset: Path, tmp_path: Path) -> None:
     """BatchNorm takes its statistics over the global batch (the default): two ranks of 64 images
     train what one rank of 128 trains, running statistics included, to float rounding. With each
@@ -152,7 +149,6 @@ def test_two_ranks_match_one_rank_with_the_same_global_batch(dataset: Path, tmp_
     assert any(not torch.allclose(own[name], one[name], rtol=1e-4, atol=1e-5) for name in one)
 
 
-@pytest.mark.slow
 def test_kill_9_of_one_rank_restarts_and_ends_with_the_undisturbed_figures(
     dataset: Path, reference: Path, tmp_path: Path, processes: list
 ) -> None:
@@ -178,7 +174,6 @@ def test_kill_9_of_one_rank_restarts_and_ends_with_the_undisturbed_figures(
     assert _final(run_dir) == pytest.approx(_final(reference), rel=1e-6)
 
 
-@pytest.mark.slow
 def test_sigterm_writes_a_loadable_emergency_checkpoint_and_the_resumed_run_matches(
     dataset: Path, reference: Path, tmp_path: Path, processes: list
 ) -> None:
@@ -209,7 +204,6 @@ def test_sigterm_writes_a_loadable_emergency_checkpoint_and_the_resumed_run_matc
         assert math.isclose(got["train_loss"], want["train_loss"], rel_tol=1e-6), got["epoch"]
 
 
-@pytest.mark.slow
 def test_resnet9_with_cutout_and_full_test_time_augmentation_learns(dataset: Path, tmp_path: Path) -> None:
     flags = ["--model", "resnet9", "--width", "4", "--batch-size", "128", "--epochs", "3", "--cutout", "8"]
     result = run(
