@@ -239,7 +239,6 @@ def test_the_lab_takes_the_monitoring_ports_it_declares() -> None:
 NODES_ONLY = ("--no-bandwidth", "--nodes-only")
 
 
-@pytest.mark.slow
 def test_doctor_names_what_holds_the_node_exporters_port(sshd: Sshd, tmp_path: Path) -> None:
     """Ubuntu's prometheus-node-exporter on 9100 would make the lab's exporter crash-loop: doctor
     names the port, the process and the key that moves the lab's exporter elsewhere."""

@@ -19,8 +19,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from lab.bootstrap.inventory import image_requirement_vars
 from tests.support.local_play import run_tasks
 
@@ -79,7 +77,6 @@ def _run(tmp_path: Path, tasks: str, name: str, ctk: Path) -> str:
     return done.stdout
 
 
-@pytest.mark.slow
 def test_site_links_the_device_nodes_and_reset_takes_back_only_the_labs(tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     (tmp_path / "rules.d").mkdir()
@@ -108,7 +105,6 @@ def test_site_links_the_device_nodes_and_reset_takes_back_only_the_labs(tmp_path
     assert not (tmp_path / "state" / "nvidia-dev-char-links.json").exists()
 
 
-@pytest.mark.slow
 def test_reset_without_a_record_removes_the_rule_and_no_link(tmp_path: Path) -> None:
     """A node the lab set up before the links existed: reset removes nothing it did not make."""
     (tmp_path / "state").mkdir()

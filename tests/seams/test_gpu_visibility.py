@@ -141,7 +141,6 @@ def dcgm_exporter_devices(settings: dict[str, bool], run: ProgramRun) -> list[st
 
 
 @pytest.mark.parametrize("stack", GPU_STACKS)
-@pytest.mark.slow
 def test_dcgm_exporter_sees_every_gpu_under_the_roles_settings(
     stack: str, settings: dict[str, dict[str, bool]]
 ) -> None:
@@ -151,7 +150,6 @@ def test_dcgm_exporter_sees_every_gpu_under_the_roles_settings(
     assert dcgm_exporter_devices(settings[stack], recorded(stack)) == ["all"]
 
 
-@pytest.mark.slow
 def test_an_exporter_under_the_default_runtime_sees_no_gpu(settings: dict[str, dict[str, bool]]) -> None:
     """The defect this seam had: no runtimeClassName, so runc started the exporter without the hook."""
     run = copy.deepcopy(recorded("example-gpu"))

@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.support.network import free_port
+from tests.support.tiers import costly
 from trainer import distributed, run_state, train
 from trainer.config import resolve
 from trainer.contract import GENERATED
@@ -86,6 +87,7 @@ def _gathered(tensor: torch.Tensor, world: int) -> torch.Tensor:
     return torch.cat(parts)
 
 
+@costly("a process per rank (torch on CPU) for each world size")
 def _world(folder: Path, world: int, batchnorm: str) -> list[dict[str, Any]]:
     """The figures each rank of a world of `world` saved."""
     folder = folder / f"{batchnorm}-{world}"
@@ -120,7 +122,6 @@ def _differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return found
 
 
-@pytest.mark.slow
 def test_the_default_keeps_one_ranks_batchnorm_at_2_4_and_8_ranks(
     one: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -133,7 +134,6 @@ def test_the_default_keeps_one_ranks_batchnorm_at_2_4_and_8_ranks(
         assert ranks[0]["sums"] == pytest.approx(one["sums"], rel=1e-5), f"the loss sums at {world} ranks"
 
 
-@pytest.mark.slow
 def test_each_ranks_own_statistics_are_not_one_ranks(one: dict[str, Any], tmp_path: Path) -> None:
     """The comparison above can fail: at 2 ranks torch's BatchNorm2d normalises over 32 images."""
     first, second = _world(tmp_path, 2, "rank")
