@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from trainer import contract, inputs, sweep
 from trainer.errors import ELASTIC_ERROR_FILE, TrainerError, report
-from trainer.hyperparameters import RULES, HyperparameterError
+from trainer.hyperparameters import BATCHNORMS, GLOBAL_BATCHNORM, RULES, HyperparameterError
 
 
 def _rule(name: str) -> Callable[[str], Any]:
@@ -104,8 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--compression", choices=contract.COMPRESSIONS, default=contract.NO_COMPRESSION)
     train.add_argument(
         "--batchnorm",
-        choices=contract.BATCHNORMS,
-        default=contract.GLOBAL_BATCHNORM,
+        choices=BATCHNORMS,
+        default=GLOBAL_BATCHNORM,
         help="BatchNorm statistics over the global batch (default) or each rank's own share",
     )
     train.add_argument("--target-accuracy", type=_rule("target_accuracy"), default=0.94)

@@ -9,9 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.contract import GLOBAL_BATCHNORM
 from trainer.errors import TrainerError
-from trainer.hyperparameters import MAX_EPOCHS
+from trainer.hyperparameters import GLOBAL_BATCHNORM, MAX_EPOCHS
 from trainer.model import RECIPES
 
 

@@ -72,10 +72,3 @@ FP16 = "fp16"
 BF16 = "bf16"
 POWERSGD = "powersgd"
 COMPRESSIONS = (NO_COMPRESSION, FP16, BF16, POWERSGD)
-
-
-# BatchNorm's statistics at several ranks (trainer/batchnorm.py): over the global batch, or over
-# each rank's own share.
-GLOBAL_BATCHNORM = "global"
-RANK_BATCHNORM = "rank"
-BATCHNORMS = (GLOBAL_BATCHNORM, RANK_BATCHNORM)

@@ -92,9 +92,16 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-# Keyed by the trainer's option names (its flags without `--`, dashes as underscores).
 # The most epochs a run may ask for; the loader's first flip stream lies beyond it.
 MAX_EPOCHS = 1000
+
+# BatchNorm's statistics at several ranks (trainer/batchnorm.py): over the global batch, or over
+# each rank's own share. The trainer's own choice: no other layer passes it, so not in the contract.
+GLOBAL_BATCHNORM = "global"
+RANK_BATCHNORM = "rank"
+BATCHNORMS = (GLOBAL_BATCHNORM, RANK_BATCHNORM)
+
+# Keyed by the trainer's option names (its flags without `--`, dashes as underscores).
 RULES: dict[str, Rule] = {
     "lr": Rule(float, 0, 100, low_open=True, unit="peak learning rate"),
     "batch_size": Rule(

@@ -20,7 +20,8 @@ import torch
 from trainer import checkpoint, data, distributed, plots, precision, readiness, telemetry
 from trainer.batchnorm import globalise
 from trainer.config import ConfigurationError, TrainConfig, code_hash
-from trainer.contract import CURVES_FILE, GLOBAL_BATCHNORM, TRAINED_ON
+from trainer.contract import CURVES_FILE, TRAINED_ON
+from trainer.hyperparameters import GLOBAL_BATCHNORM
 from trainer.loader import Shard, TrainLoader, to_device
 from trainer.metrics import RunFolder, progress_line
 from trainer.model import RECIPES, build, fit_to_data, param_groups
