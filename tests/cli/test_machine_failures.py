@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import assert_one_line_error, labctl, write_stack
+from tests.support.labctl import assert_one_line_error, labctl, write_stack
 from tests.support.tmpfs import fill, tmpfs
 
 NODES = [

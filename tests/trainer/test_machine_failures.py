@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.support.tmpfs import fill, tmpfs
-from tests.trainer.conftest import run, trainer
+from tests.support.trainer_runs import run, trainer
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1", "--threads", "1"]
 
