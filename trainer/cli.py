@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from trainer import contract, inputs, sweep
-from trainer.errors import ELASTIC_ERROR_FILE, TrainerError, report
+from trainer.errors import ELASTIC_ERROR_FILE, MachineError, TrainerError, machine_problem, report
 from trainer.hyperparameters import BATCHNORMS, GLOBAL_BATCHNORM, RULES, HyperparameterError
 
 
@@ -299,7 +299,11 @@ COMMANDS = {"train": _train, "launch": _launch, "probe": _probe, "data": _data, 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        try:
+            return COMMANDS[args.command](args)
+        except OSError as err:
+            # A full or read-only disk, a file where a folder must be: the machine's, one line.
+            raise MachineError(machine_problem(err)) from None
     except TrainerError as err:
         code = report(err)
         if os.environ.get(ELASTIC_ERROR_FILE):

@@ -64,11 +64,21 @@ def load(root: Path, train: bool, require_published: bool = False) -> Split:
             f" (or write a synthetic one with `python -m trainer data synthetic --dir {root}`)"
         )
     sums = _expected_sums(folder, require_published)
-    parts = [_read_batch(folder / name, sums) for name in (TRAIN_FILES if train else (TEST_FILE,))]
-    return Split(
+    names = TRAIN_FILES if train else (TEST_FILE,)
+    parts = [_read_batch(folder / name, sums) for name in names]
+    split = Split(
         images=np.concatenate([p.images for p in parts]),
         labels=np.concatenate([p.labels for p in parts]),
     )
+    if not len(split.labels):
+        where = folder / names[0] if len(names) == 1 else f"{folder}/{names[0][:-1]}*"
+        role = "train on" if train else "measure accuracy on"
+        raise DataError(
+            f"{where} holds no images, and the trainer needs some to {role}; fetch the dataset again"
+            f" (`python -m trainer data download --dir {root}`) or write a synthetic one with images in"
+            f" both splits (`python -m trainer data synthetic --dir {root}`)"
+        )
+    return split
 
 
 def provenance(root: Path, require_published: bool = False) -> str:
@@ -101,6 +111,12 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
     return codecs.encode(text, "latin1")
 
 
+def _no_bytes(*args: Any) -> bytes:
+    if args:
+        raise pickle.UnpicklingError("a CIFAR-10 batch calls bytes() only for an empty array")
+    return b""
+
+
 # The only globals CIFAR-10's batches name: numpy's array reconstruction (numpy.core in the
 # Python 2 originals, numpy._core in files numpy 2 writes) and, in protocol-2 files written by
 # Python 3, the bytes decoder. Anything else (os.system, builtins.eval, ...) is refused.
@@ -111,6 +127,9 @@ _ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
     ("_codecs", "encode"): _latin1_encode,
+    # numpy writes an empty array's data as a call of bytes() with no argument.
+    ("__builtin__", "bytes"): _no_bytes,
+    ("builtins", "bytes"): _no_bytes,
 }
 
 

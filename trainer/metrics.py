@@ -60,8 +60,7 @@ class RunFolder:
         )
 
     def append_metrics(self, line: dict[str, Any]) -> None:
-        with open(self.path / METRICS_FILE, "a") as handle:
-            handle.write(atomic.to_json(line) + "\n")
+        atomic.append_line(self.path / METRICS_FILE, atomic.to_json(line) + "\n")
 
     def write_status(self, state: str, **fields: Any) -> None:
         atomic.write_json(self.path / STATUS_FILE, {"state": state, "updated": time.time(), **fields})

@@ -8,7 +8,6 @@ variables of `all` carry the rest of the configuration under `lab_*` names, whic
 from __future__ import annotations
 
 import copy
-import os
 import re
 import shlex
 from pathlib import Path
@@ -34,7 +33,8 @@ from lab.config.facts import (
     NFS_PORT_NUMBER,
     VXLAN_PORT,
 )
-from lab.paths import STATE_DIR
+from lab.files import MachineError, ensure_folder, machine_problem, write_file
+from lab.paths import STATE_DIR, STATE_VARIABLE
 from lab.remote.trust import login_problem
 
 # Where the lab keeps, on each node, its record of what it added (packages, paths, install marks):
@@ -55,9 +55,10 @@ LEGACY_KNOWN_HOSTS = "{{ lab_known_hosts }}"
 
 def stack_state_dir(stack: str, base: Path = STATE_DIR) -> Path:
     """Where the orchestrator keeps a stack's known_hosts and ansible-runner workdir (mode 0700)."""
-    path = base / check_stack_name(stack)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    try:
+        return ensure_folder(base / check_stack_name(stack), 0o700)
+    except MachineError as err:
+        raise MachineError(f"{err} (the lab's state folder; {STATE_VARIABLE} sets another)") from None
 
 
 def known_hosts_file(stack: str, base: Path = STATE_DIR) -> Path:
@@ -73,8 +74,11 @@ def known_hosts_file(stack: str, base: Path = STATE_DIR) -> Path:
         )
     stack_state_dir(stack, base)
     if not path.exists():
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    path.chmod(0o600)
+        write_file(path, b"", 0o600)
+    try:
+        path.chmod(0o600)
+    except OSError as err:
+        raise MachineError(machine_problem(err)) from None
     return path
 
 

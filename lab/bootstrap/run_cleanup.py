@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.files import write_file
+
 # Every process of a run carries this variable, set to the run's own random mark: the playbook
 # process, ansible-playbook, its workers and their ssh inherit it. Clean-up kills the processes
 # of this user that carry the mark of the run in the work directory, named in MARK_FILE, and no
@@ -30,9 +32,7 @@ STRAGGLER_PASSES = 20
 def new_mark(workdir: Path) -> str:
     """A fresh mark for the run about to start in `workdir`, recorded there (0600) for clean-up."""
     mark = secrets.token_hex(16)
-    fd = os.open(workdir / MARK_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(mark)
+    write_file(workdir / MARK_FILE, mark, 0o600)
     return mark
 
 

@@ -12,10 +12,11 @@ from lab.cli import dashboard, doctor, hosts, init, render, results, status, try
 from lab.cli.support.console import CliError, print_error
 from lab.cli.support.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
+from lab.files import MachineError, machine_problem
 from lab.remote.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
-EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError)
+EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError, MachineError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +39,11 @@ def main(argv: list[str] | None = None) -> int:
             return args.handler(args)
     except EXPECTED as err:
         print_error(err)
+        return 2
+    except OSError as err:
+        # The machine's own failure (a full or read-only disk, a file where a folder must be)
+        # wherever it struck: one line with the path and the fix.
+        print_error(CliError(machine_problem(err)))
         return 2
     except Stopped as stop:
         with contextlib.suppress(OSError):  # a closed terminal takes no more lines

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, runn
 from lab.cli.support.console import CliError, console
 from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import LabConfig
+from lab.files import write_file
 from lab.paths import STATE_DIR
 
 RESOURCE_ID = "hosts-{stack}"
@@ -64,9 +64,7 @@ def add_verbose_option(parser: argparse.ArgumentParser) -> None:
 
 def _write_private(path: Path, text: str) -> None:
     stack_state_dir(path.parent.name, path.parent.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    write_file(path, text, 0o600)
 
 
 def up(cfg: LabConfig, stack: str, verbose: bool = False, log_copy: Path | None = None) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from lab.config import (
     read_stack_values,
     stack_file,
 )
+from lab.files import ensure_folder, write_file
 from lab.remote.ssh import Remote, sudo_fix
 from trainer.inputs import integer
 
@@ -207,9 +208,9 @@ def detect(machine: Machine, remote: Remote, peer: str | None) -> dict[str, obje
 
 def write_checked(path: Path, text: str) -> None:
     """Write the stack file only once the lab's own loader accepts it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(path.parent, 0o755)
     draft = path.with_name(f".{path.name}.draft")
-    draft.write_text(text)
+    write_file(draft, text, 0o644)
     try:
         parse_config(read_stack_values(draft), source=str(path))
     except Exception:

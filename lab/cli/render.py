@@ -19,6 +19,7 @@ from lab.cli.hosts import kubeconfig_file
 from lab.cli.support.console import CliError, console, plural
 from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import read_stack_values, stack_file
+from lab.files import ensure_folder, write_file
 
 if TYPE_CHECKING:
     from lab.cluster.program_run import ProgramRun
@@ -112,11 +113,11 @@ def by_tag(text: str, program: ProgramRun) -> str:
 
 def write(objects: list[dict[str, Any]], folder: Path, program: ProgramRun) -> list[Path]:
     """One file per object, numbered in apply order, e.g. `00-namespace-k8scifar.yaml`."""
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_folder(folder, 0o755)
     written = []
     for index, obj in enumerate(objects):
         path = folder / f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        path.write_text(by_tag(yaml.safe_dump(obj, sort_keys=False), program))
+        write_file(path, by_tag(yaml.safe_dump(obj, sort_keys=False), program), 0o644)
         written.append(path)
     return written
 

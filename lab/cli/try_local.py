@@ -36,6 +36,7 @@ from lab.cli.support.runsource import LocalRuns
 from lab.cli.support.signals import uninterrupted
 from lab.cli.support.try_estimate import estimate, minutes_range
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
+from lab.files import write_file
 from lab.paths import STATE_DIR
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
@@ -211,7 +212,7 @@ def _write_stack(lay: Layout) -> LabConfig:
     folder = stacks_dir(lay)
     folder.mkdir(mode=0o700)
     content = {"config": {f"{PROJECT}:{key}": value for key, value in values.items()}}
-    stack_file(STACK, folder).write_text(yaml.safe_dump(content, sort_keys=False))
+    write_file(stack_file(STACK, folder), yaml.safe_dump(content, sort_keys=False), 0o644)
     return load_stack(STACK, folder)
 
 
@@ -284,7 +285,7 @@ def _validate(lay: Layout, run_folder: Path) -> int:
     report = io.StringIO()
     code = validate(STACK, stacks_dir=stacks_dir(lay), out=report)
     console.print(report.getvalue().rstrip(), soft_wrap=True, markup=False)
-    (run_folder / "validation.txt").write_text(report.getvalue())
+    write_file(run_folder / "validation.txt", report.getvalue(), 0o644)
     return code
 
 

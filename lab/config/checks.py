@@ -223,12 +223,10 @@ def _users(cfg: LabConfig, ports: range) -> list[str]:
     """What already listens on any of `ports`: the cluster, on any node and under any distribution
     (and the lab's node exporter); on the host network also SSH and the NodePorts kube-proxy may
     hold."""
-    from lab.config.monitoring import NODE_EXPORTER_PORT  # it imports lab.config, which imports this
-
     taken = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT
     taken[(cfg.registry.port, "tcp")] = "registry NodePort"
     if cfg.observability.enabled:
-        taken[(NODE_EXPORTER_PORT, "tcp")] = "the node exporter"
+        taken[(cfg.observability.node_exporter_port, "tcp")] = "the node exporter"
     users = sorted({why for (number, _), why in taken.items() if number in ports})
     if cfg.trainer.host_network:
         if cfg.ssh.port in ports:

@@ -22,6 +22,7 @@ import yaml
 
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir
 from lab.config import STACKS_DIR, ConfigError, LabConfig, Node, load_stack
+from lab.files import write_file
 from lab.paths import ROOT
 from lab.remote.server_cluster import has_cluster, no_cluster
 from lab.remote.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
@@ -53,9 +54,7 @@ def write_inventory(lab: LabConfig, stack: str) -> Path:
     inventory["all"]["vars"]["ansible_ssh_extra_args"] = (
         f"{NEVER_PROMPT} -o ConnectTimeout={CONNECT_TIMEOUT_S}"
     )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        yaml.safe_dump(inventory, handle, sort_keys=False)
+    write_file(path, yaml.safe_dump(inventory, sort_keys=False), 0o600)
     return path
 
 

@@ -113,6 +113,13 @@ def test_a_metrics_port_something_else_holds_is_refused(changes: dict[str, Any],
     assert collides in problem and "such as the default 9464" in problem
 
 
+def test_the_node_exporters_port_is_the_one_the_stack_gives() -> None:
+    # 9099 (and 9100 for a second rank) are free once the lab's exporter moved off 9100.
+    parse_config(_with(GPU, observability__nodeExporterPort=9200, observability__metricsPort=9099))
+    moved = _with(GPU, observability__nodeExporterPort=9200, trainer__port=9200)
+    assert "the node exporter" in _problem(moved, "k8scifar:trainer.port")
+
+
 def test_the_metrics_ports_of_a_pods_ranks_count() -> None:
     # spread over one-GPU nodes: one rank a pod, so the next port is free.
     one = [dict(n, gpus=1) for n in GPU["nodes"]]

@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from lab.files import write_file
+
 # The ranks' series `status` and `try` show (trainer/telemetry.py SERIES).
 LIVE_SERIES = ("trainer_step", "trainer_epoch", "trainer_train_loss", "trainer_images_per_second")
 TIMEOUT_S = 10
@@ -275,7 +277,7 @@ def stop_process(process: subprocess.Popen[bytes] | None) -> None:
 
 
 def write_config(path: Path, config: Mapping[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+    write_file(path, yaml.safe_dump(dict(config), sort_keys=False), 0o644)
     return path
 
 

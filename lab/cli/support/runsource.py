@@ -17,6 +17,7 @@ from rich.markup import escape
 from lab.cli.support import runfolders
 from lab.cli.support.console import CliError, errors
 from lab.cli.support.stackarg import load
+from lab.files import extract_whole
 from lab.remote.ssh import Remote
 from trainer import inputs
 
@@ -99,12 +100,10 @@ def _reader() -> str:
 
 
 def _extract(archive: IO[bytes], dest: Path, where: str) -> None:
-    """Unpack the reader's tar into `dest`; the "data" filter refuses, once more, absolute paths,
-    links, devices and anything that would land outside `dest`."""
+    """Unpack the reader's tar into `dest`, whole or not at all (lab.files.extract_whole, whose
+    "data" filter refuses, once more, absolute paths, links, devices and anything outside `dest`)."""
     try:
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=archive, mode="r|") as tar:
-            tar.extractall(dest, filter="data")
+        extract_whole(archive, dest)
     except tarfile.FilterError as err:
         raise CliError(f"refused to copy {where} into {dest}: {runfolders.printable(str(err))}") from None
     except tarfile.TarError as err:
