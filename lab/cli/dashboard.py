@@ -28,13 +28,13 @@ from lab.cli.support.console import CliError, console
 from lab.cli.support.signals import Stopped
 from lab.cli.support.stackarg import add_stack_option, load
 from lab.config import LabConfig, monitoring
+from lab.paths import ROOT
 from trainer.inputs import integer
 
 DEFAULT_PORT = 3000
 FORWARD_TIMEOUT_S = 60
 FORWARDING = re.compile(r"^Forwarding from (127\.0\.0\.1|\[::1\]):([0-9]+) ->")
 PULUMI_TIMEOUT_S = 120
-PROJECT_DIR = Path(__file__).resolve().parents[2]  # Pulumi.yaml's folder, where `pulumi` finds the project
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -127,7 +127,8 @@ def _pulumi_kubeconfig(stack: str) -> str:
     try:
         done = subprocess.run(
             ["pulumi", "stack", "output", "--stack", stack, "--show-secrets", "kubeconfig"],
-            cwd=PROJECT_DIR,
+            # Pulumi.yaml's folder, where `pulumi` finds the project.
+            cwd=ROOT,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from lab.config import LabConfig, Node, SkipStep
+from lab.config.facts import API_PORT, KUBELET_PORT
 from lab.validation.suite import checks
 from lab.validation.suite.conftest import skip_if_step_skipped
 
@@ -92,7 +93,7 @@ def test_kubernetes_services_run_and_start_at_boot(host: Any, node: Node, instal
 
 
 def test_kubernetes_ports_listen(host: Any, node: Node, installed: LabConfig) -> None:
-    ports = [10250] + ([6443] if node.role.value == "server" else [])
+    ports = [KUBELET_PORT] + ([API_PORT] if node.role.value == "server" else [])
     closed = [p for p in ports if not host.socket(f"tcp://{p}").is_listening]
     assert not closed, f"{node.name} does not listen on {closed}"
 
