@@ -2,16 +2,14 @@
 
 Step time: the trainer's own run (`train.Run`, DDP, `Numerics.step`) on one fixed global batch,
 with each rank's own BatchNorm statistics (`--batchnorm rank`) and with the global ones
-(`--batchnorm global`, the default), in turns, a process group for every world (a group of one at
-one rank, so both sides pay the same DDP wrapper and the difference is the BatchNorm alone).
-On a GPU one rank prices the module's own work (its sums, its all-reduce in a group of one, its
-elementwise passes); the network between ranks is `docs/scaling.md`'s arithmetic.
+(`--batchnorm global`, the default), in turns, at 2 ranks and more (one rank takes torch's own
+kernel either way): 2 processes on a CPU, as many GPUs as there are up to 8 on a GPU machine.
 
 Accuracy: the trainer under torchrun on a generated set at 1, 2, 4 and 8 ranks, both ways.
 
-    .venv/bin/python benchmarks/batchnorm_bench.py --out docs/benchmarks/batchnorm.md   # CPU
+    .venv/bin/python benchmarks/batchnorm_bench.py --out docs/benchmarks/batchnorm-cpu.md  # CPU
     .venv/bin/python benchmarks/batchnorm_bench.py --accuracy --out ...                # and accuracy
-    python benchmarks/batchnorm_bench.py --out DIR/batchnorm.md                        # on a GPU
+    python benchmarks/batchnorm_bench.py --out DIR/batchnorm.md                        # 2+ GPUs
 """
 
 from __future__ import annotations
@@ -203,20 +201,15 @@ def main() -> None:
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     plan = SMOKE_STEPS if args.smoke else GPU_STEPS if cuda else CPU_STEPS
-    worlds = (1,) if cuda else (1, 2)
+    worlds = tuple(w for w in (2, 4, 8) if w <= torch.cuda.device_count()) if cuda else (2,)
+    if not worlds:
+        parser.error("the step time needs 2 GPUs or more: one rank takes torch's own kernel either way")
     host, load_before = figures.machine(), figures.load_average()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         times = step_times(plan, worlds, 2 if args.smoke else args.rounds, work)
         text = [*figures.heading("BatchNorm at several ranks", host, "benchmarks/batchnorm_bench.py"), ""]
         text += ["## Step time, each rank's statistics against the global ones", "", *step_table(times, plan)]
-        if cuda:
-            text += [
-                "",
-                "One GPU: both sides in a group of one (NCCL), so the global side's all-reduce moves",
-                "nothing; the figure is the module's own work. Between GPUs add each layer's all-reduce",
-                "of 2 x channels float32 numbers, forward and backward (12 a step for airbench).",
-            ]
         if args.accuracy:
             data = figures.synthetic(work / "data", *ACCURACY_IMAGES)
             flags = ACCURACY_FLAGS if not args.smoke else [*ACCURACY_FLAGS[:-1], "1"]

@@ -1,16 +1,14 @@
-"""The GPU figures in one command, about 6 to 8 minutes on one H100, markdown tables into DIR:
+"""The GPU figures in one command, about 4 minutes on one H200, markdown tables into DIR:
 
     python benchmarks/gpu_suite.py --out DIR [--airbench REFERENCE] [--rounds 5]
     .venv/bin/python benchmarks/gpu_suite.py --out /tmp/suite --smoke     # CPU, end to end, tiny
 
-1. `side-by-side.md`: the trainer and airbench94's own code, both eager, each run at airbench94's recipe (9.9
-   epochs, 476 steps of 1024, TTA level 2) on a generated CIFAR-size set, ROUNDS rounds in
+1. `side-by-side.md`: the trainer and airbench94's own code, both eager, each at airbench94's
+   recipe (9.9 epochs, 476 steps of 1024, TTA level 2) on a generated CIFAR-size set, ROUNDS rounds in
    rotating turns: images/s and seconds as airbench94 times a run, per round and side, each
    round's ratio to airbench94, its median, an interval of the median and the claim the interval
    allows; the torch every figure ran on.
-2. `batchnorm.md`: a step's time with each rank's BatchNorm statistics against the global ones
-   (the default), in a process group of one, rounds in turns.
-3. `suite.md`: the machine, the torch, what ran, how long each part took, and what was left out.
+2. `suite.md`: the machine, the torch, what ran, how long each part took, and what was left out.
 
 airbench94's code is not in this repository. Where the `airbench` package does not import (a
 GPU machine without it, which cannot install it), copy the pinned package beside the checkout
@@ -38,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import batchnorm_bench, figures, trainer_bench  # noqa: E402
+from benchmarks import figures, trainer_bench  # noqa: E402
 from trainer.data import provenance  # noqa: E402
 
 VARIANTS: dict[str, list[str]] = {"trainer": []}
@@ -61,27 +59,8 @@ def side_by_side(work: Path, out: Path, rounds: int, reference: Path | None, smo
     return "side-by-side.md"
 
 
-def batchnorm(work: Path, out: Path, rounds: int, reference: Path | None, smoke: bool) -> str:
-    plan = batchnorm_bench.SMOKE_STEPS if smoke else batchnorm_bench.GPU_STEPS
-    worlds = (1,)
-    times = batchnorm_bench.step_times(plan, worlds, rounds, work / "batchnorm")
-    lines = [
-        *figures.heading("BatchNorm statistics: a step's time", figures.machine(), "benchmarks/gpu_suite.py"),
-        "",
-        *batchnorm_bench.step_table(times, plan),
-        "",
-        "One device: both sides in a process group of one, so the global side's all-reduce moves",
-        "nothing and the figure is the module's own work (its sums, its all-reduce call, its",
-        "elementwise passes). Between GPUs add each layer's all-reduce of 2 x channels float32",
-        "numbers, forward and backward: 12 small collectives a step for airbench.",
-    ]
-    (out / "batchnorm.md").write_text("\n".join(lines) + "\n")
-    return "batchnorm.md"
-
-
 PARTS: list[tuple[str, Callable[[Path, Path, int, Path | None, bool], str]]] = [
     ("the side by side with airbench94", side_by_side),
-    ("BatchNorm's step time, each rank's statistics against the global ones", batchnorm),
 ]
 
 
