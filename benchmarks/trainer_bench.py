@@ -3,26 +3,36 @@ package, through benchmarks/airbench_worker.py) on the same data, threads and ba
 
 On the CPU (docs/benchmarks/trainer.md): the side by side, scaling from 1 to 2 ranks, checkpoint
 cost. On a GPU (docs/benchmarks/trainer-gpu.md): host waits per step, the side by side at
-airbench94's batch (`--compiled` adds the trainer's `--compile`), and with real CIFAR-10 the
-seconds and epochs to 94% over 5 seeds.
-Each file names the machine and load it was measured on.
+airbench94's recipe, and with real CIFAR-10
+the seconds and epochs to 94% over 5 seeds, or `--seeds N` of each side's final accuracy.
 
-    .venv/bin/python benchmarks/trainer_bench.py                  # CPU (about 10 minutes on 2 cores)
-    .venv/bin/python benchmarks/trainer_bench.py --gpu [--data DIR]  # GPU (a few minutes)
+Every side runs ROUNDS times, the sides in turns whose order rotates each round; a ratio is
+given per round, with its median and an interval of the median that holds whatever the rounds'
+distribution (`benchmarks/figures.py`); a side is called faster only where that interval lies
+above 1. airbench94's code is found where Python finds the `airbench` package, or in
+`--airbench DIR` (a folder holding it: a copy of the pinned package kept outside the repository,
+or a checkout of KellerJordan/cifar10-airbench); without it the trainer's figures stand alone and
+the report says why. Each file names the machine, the load and the torch of every figure.
+
+    .venv/bin/python benchmarks/trainer_bench.py                  # CPU (about 15 minutes on 2 cores)
+    .venv/bin/python benchmarks/trainer_bench.py --gpu [--data DIR] [--airbench DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import os
-import platform
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,6 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import figures  # noqa: E402
 from trainer import checkpoint  # noqa: E402
 from trainer.contract import CIFAR10  # noqa: E402
 from trainer.data import provenance  # noqa: E402
@@ -40,111 +51,225 @@ WORKER = ROOT / "benchmarks" / "airbench_worker.py"
 OUT = ROOT / "docs" / "benchmarks" / "trainer.md"
 GPU_OUT = ROOT / "docs" / "benchmarks" / "trainer-gpu.md"
 SEEDS = 5
-# Side by side: rounds of (trainer, airbench94) runs, each of EPOCHS epochs; the first epoch of
-# each run is a warm-up (allocator, oneDNN or cuDNN kernel choice) and is left out.
-ROUNDS = 3
-EPOCHS = 3
-CPU_IMAGES, CPU_BATCH = 2048, 512
-GPU_BATCH = 1024  # airbench94's
-# On a GPU an epoch takes a fraction of a second: more of them per run, and CIFAR-10's size
-# (50,000 training images: 48 steps of 1024) when the set is generated.
-GPU_EPOCHS = 10
+ROUNDS = 5  # rounds of every side; fewer cannot give a 90 % interval of the median
+AIRBENCH94 = "airbench94"
+# Sides whose run failed in this process, with the last line of why: left out of later rounds.
+FAILED: dict[str, str] = {}
 CIFAR10_SIZE = (50_000, 10_000)
 
 
-def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
+@dataclass(frozen=True)
+class Plan:
+    """One side-by-side: the data's size, the batch, the budget and the final evaluation."""
+
+    images: tuple[int, int]  # training and test images of a generated set (or --data's own)
+    batch: int
+    epochs: float  # airbench's; the trainer takes ceil(steps an epoch x epochs) steps, as it does
+    tta: int  # the final evaluation's test-time augmentation, both sides
+    threads: int | None  # CPU threads a side (None: the GPU)
+
+
+# CPU: full-width airbench on a small set, whole epochs, no TTA (as the figures on record).
+CPU_PLAN = Plan(images=(2048, 64), batch=512, epochs=3, tta=0, threads=1)
+# GPU: airbench94 as published: 9.9 epochs (476 steps of 1024 on 50,000 images), TTA level 2.
+GPU_PLAN = Plan(images=CIFAR10_SIZE, batch=1024, epochs=9.9, tta=2, threads=None)
+# End to end in a minute on a CPU: the script's every path, no figure worth reading.
+SMOKE_PLAN = Plan(images=(512, 64), batch=256, epochs=2, tta=0, threads=1)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One run of one side."""
+
+    images_per_second: float  # median of its whole epochs after the first (warm-up, compilation)
+    seconds: float  # as airbench94 times a run: whitening, step loops, final evaluation with TTA
+    accuracy: float  # final test accuracy with the plan's TTA
+    torch: str  # the torch it ran on
+
+
+def _epoch_steps(per_epoch: int, epochs: float) -> list[int]:
+    """Steps in each epoch of a run of `epochs` (airbench's count: ceil(per_epoch x epochs))."""
+    total = math.ceil(per_epoch * epochs)
+    return [min(per_epoch, total - start) for start in range(0, total, per_epoch)]
+
+
+def _whole_after_first(values: Sequence[float], steps: list[int]) -> list[float]:
+    """The values of whole epochs after the first: warm-up and a partial last epoch left out."""
+    return [v for v, n in zip(values[1:], steps[1:], strict=True) if n == steps[0]]
+
+
+def trainer_run(data: Path, runs: Path, name: str, plan: Plan, flags: Sequence[str]) -> Figures:
+    """A trainer run at `plan` on one rank, to its end."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["train", "--data", str(data), "--runs", str(runs), "--run-name", name]
+    args += ["--batch-size", str(plan.batch), "--tta", str(plan.tta), *flags]
+    args += ["--steps", str(sum(_epoch_steps(_images(data) // plan.batch, plan.epochs)))]
+    if plan.threads:
+        env["OMP_NUM_THREADS"] = str(plan.threads)
+        args += ["--threads", str(plan.threads)]
+    figures.run([sys.executable, "-m", "trainer", *args], env)
+    summary = json.loads((runs / name / "summary.json").read_text())
+    lines = [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()]
+    whole = [line["images_per_second"] for line in lines[1:] if "epoch_fraction" not in line]
+    return Figures(
+        statistics.median(whole),
+        summary["airbench_seconds"],
+        summary["final_test_acc"],
+        summary["torch_version"],
     )
-    memory = next(
-        line.split()[1]
-        for line in Path("/proc/meminfo").read_text().splitlines()
-        if line.startswith("MemTotal")
-    )
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    gib = int(memory) // 1024**2
-    return f"{cpu}, {os.cpu_count()} cores (nproc), {gib} GiB, GPU: {gpu}; torch {torch.__version__}"
 
 
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`command` to its end; on failure its output, so a run on a lent machine says what broke."""
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode:
-        output = done.stdout[-2000:] + done.stderr[-4000:]
-        sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{output}")
-    return done
-
-
-def _train(
-    ranks: int,
-    data: Path,
-    runs: Path,
-    name: str,
-    flags: list[str],
-    python: tuple[str, ...] = ("-m", "trainer"),
-) -> dict:
-    """A trainer run to its end (`python`: what follows the interpreter on one rank's command)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    args = ["train", "--data", str(data), "--runs", str(runs), "--run-name", name, *flags]
-    if ranks == 1:
-        command = [sys.executable, *python, *args, "--threads", "1"]
-    else:
-        command = [str(TORCHRUN), f"--nproc-per-node={ranks}", "--module", "trainer", *args]
-    done = _run(command, env)
-    return json.loads((runs / name / "summary.json").read_text()) | {
-        "lines": [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()],
-        "stderr": done.stderr,
-    }
-
-
-def synthetic(folder: Path, train: int, test: int) -> Path:
-    command = [sys.executable, "-m", "trainer", "data", "synthetic", "--dir", str(folder)]
-    command += ["--train", str(train), "--test", str(test)]
-    _run(command, {**os.environ, "PYTHONPATH": str(ROOT)})
-    return folder
-
-
-def _airbench(data: Path, work: Path, batch: int, epochs: int) -> list[float]:
-    """airbench94's own train94 on `data`: its images per second in each epoch after the first."""
+def airbench_run(
+    data: Path, work: Path, plan: Plan, reference: Path | None, seed: int | None = None
+) -> Figures:
+    """airbench94's own train94 at `plan`."""
     command = [sys.executable, str(WORKER), "--data", str(data), "--work", str(work)]
-    command += ["--epochs", str(epochs), "--batch-size", str(batch), "--threads", "1"]
-    done = _run(command, {**os.environ, "OMP_NUM_THREADS": "1"})
-    seconds = json.loads(done.stdout.strip().splitlines()[-1])["epoch_seconds"]
-    images = _images_per_epoch(data, batch)
-    return [images / s for s in seconds[1:]]
+    command += ["--epochs", str(plan.epochs), "--batch-size", str(plan.batch), "--tta", str(plan.tta)]
+    threads = str(plan.threads or torch.get_num_threads())
+    command += ["--threads", threads]
+    command += ["--airbench", str(reference)] if reference else []
+    command += ["--seed", str(seed)] if seed is not None else []
+    env = {**os.environ, "OMP_NUM_THREADS": threads}
+    found = json.loads(figures.run(command, env).stdout.strip().splitlines()[-1])
+    steps = _epoch_steps(found["steps_per_epoch"], plan.epochs)
+    rates = [n * plan.batch / s for n, s in zip(steps, found["epoch_seconds"], strict=True)]
+    return Figures(
+        statistics.median(_whole_after_first(rates, steps)),
+        found["total_seconds"],
+        found["tta_accuracy"],
+        found["torch"],
+    )
 
 
-def _images_per_epoch(data: Path, batch: int) -> int:
+def airbench_problem(reference: Path | None) -> str | None:
+    """Why airbench94's code cannot run here, in a line, or None when it can."""
+    path = [str(reference.resolve())] if reference else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
+    probe = "import airbench.lib_airbench94, airbench.utils; print(airbench.__file__)"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    where = f" in {reference}" if reference else " (no --airbench DIR given)"
+    return f"the airbench package does not import{where}: {last}"
+
+
+@functools.cache
+def _images(data: Path) -> int:
     from trainer.data import load
 
-    return len(load(data, True).labels) // batch * batch  # both drop the last partial batch
+    return len(load(data, True).labels)
 
 
 def side_by_side(
-    data: Path, work: Path, batch: int, epochs: int, variants: dict[str, list[str]]
-) -> dict[str, list[float]]:
-    """Images per second of each trainer variant (its name to its extra flags) and of airbench94,
-    run after run in turn (so all meet the same load), one thread, the same data and batch;
-    training time only on every side, the first epoch of each run left out."""
-    quick = ["--batch-size", str(batch), "--epochs", str(epochs), "--tta", "0", "--no-epoch-eval"]
-    runs: dict[str, list[float]] = {name: [] for name in [*variants, "airbench94"]}
-    for round_ in range(ROUNDS):
-        for variant, flags in variants.items():
-            name = f"side-{batch}-{variant}-{round_}".replace(" ", "-")
-            lines = _train(1, data, work / "runs", name, [*quick, *flags])["lines"]
-            runs[variant].append(statistics.median(line["images_per_second"] for line in lines[1:]))
-        runs["airbench94"].append(statistics.median(_airbench(data, work / f"ab-{round_}", batch, epochs)))
-        print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
+    data: Path,
+    work: Path,
+    plan: Plan,
+    variants: dict[str, list[str]],
+    reference: Path | None,
+    rounds: int = ROUNDS,
+) -> dict[str, list[Figures]]:
+    """Each trainer variant (its name to its extra flags) and airbench94 (unless `reference` is
+    None and the package is absent: then left out), `rounds` runs each, one of each side a round,
+    the order rotated every round so no side always goes first."""
+    sides = [*variants, *([AIRBENCH94] if airbench_problem(reference) is None else [])]
+    runs: dict[str, list[Figures]] = {side: [] for side in sides}
+    for round_ in range(rounds):
+        shift = round_ % len(sides)
+        for side in sides[shift:] + sides[:shift]:
+            if side in FAILED:
+                continue
+            try:
+                if side == AIRBENCH94:
+                    runs[side].append(airbench_run(data, work / "airbench", plan, reference))
+                else:
+                    name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"side-{side}-{round_}")  # a run name
+                    runs[side].append(trainer_run(data, work / "runs", name, plan, variants[side]))
+            except figures.RunFailed as error:
+                # One side's failure (on a machine lent for minutes) costs its rows only.
+                print(error, file=sys.stderr, flush=True)
+                FAILED[side] = figures.last_line(error)
+                del runs[side]
+        print(
+            f"round {round_ + 1}: "
+            + ", ".join(
+                f"{k} {v[-1].images_per_second:.0f} img/s, {v[-1].seconds:.2f} s" for k, v in runs.items()
+            ),
+            flush=True,
+        )
     return runs
+
+
+def _seconds_row(side: str, got: list[Figures]) -> str:
+    seconds = ", ".join(f"{f.seconds:.2f}" for f in got)
+    accuracy = ", ".join(f"{100 * f.accuracy:.2f}%" for f in got)
+    middle = statistics.median(f.seconds for f in got)
+    return f"| {side} | {seconds} | {middle:.2f} | {accuracy} | {', '.join(sorted({f.torch for f in got}))} |"
+
+
+def side_tables(runs: dict[str, list[Figures]], plan: Plan) -> list[str]:
+    """images/s and seconds per round and side; each trainer side's ratio to airbench94 per round,
+    its median, interval and what the interval allows one to say."""
+    failures = [f"**{side} failed** and is left out: `{why}`" for side, why in FAILED.items()]
+    lines = [
+        *failures,
+        *([""] if failures else []),
+        "| side | images/s per round | median |",
+        "| --- | --- | --- |",
+        *(
+            f"| {side} | {', '.join(f'{f.images_per_second:.0f}' for f in got)}"
+            f" | {statistics.median(f.images_per_second for f in got):.0f} |"
+            for side, got in runs.items()
+        ),
+        "",
+        f"Seconds of a run as airbench94 times one (the whitening, the step loops, the final evaluation with"
+        f" TTA level {plan.tta}), and the torch each side ran on:",
+        "",
+        "| side | seconds per round | median | final accuracy per round | torch |",
+        "| --- | --- | --- | --- | --- |",
+        *(_seconds_row(side, got) for side, got in runs.items()),
+    ]
+    if AIRBENCH94 not in runs:
+        return lines
+    theirs = runs[AIRBENCH94]
+    lines += [
+        "",
+        "Ratios to airbench94 in the same round (images/s: above 1 is faster; seconds: airbench94's over"
+        " the side's, above 1 is faster):",
+        "",
+        "| side | figure | ratio per round | median | interval of the median | so |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for side, got in runs.items():
+        if side == AIRBENCH94:
+            continue
+        for figure, ratios in (
+            (
+                "images/s",
+                [g.images_per_second / t.images_per_second for g, t in zip(got, theirs, strict=True)],
+            ),
+            ("seconds", [t.seconds / g.seconds for g, t in zip(got, theirs, strict=True)]),
+        ):
+            low, high, level = figures.median_interval(ratios)
+            claim = figures.verdict(low, high, level, f"{side} is faster", f"{side} is slower")
+            listed = ", ".join(f"{r:.3f}" for r in ratios)
+            lines.append(
+                f"| {side} | {figure} | {listed} | {statistics.median(ratios):.3f}"
+                f" | {figures.interval_text(low, high, level)} | {claim} |"
+            )
+    return lines
+
+
+def absent_note(reference: Path | None) -> list[str]:
+    problem = airbench_problem(reference)
+    if problem is None:
+        return []
+    return [
+        "",
+        f"**airbench94 not run here**: {problem}. Its code is no part of this repository; give",
+        "`--airbench DIR`, a folder holding the `airbench` package (a copy of the pinned",
+        "airbench==0.1.8, or a checkout of KellerJordan/cifar10-airbench), to run it beside the trainer.",
+    ]
 
 
 # torch.cuda.set_sync_debug_mode("warn") makes every call that waits for the GPU say this
@@ -162,22 +287,33 @@ def gpu_syncs_per_step(work: Path) -> float:
     cancels out)."""
     counts = []
     for steps in (8, 16):
-        data = synthetic(work / f"sync-{steps}", steps * GPU_BATCH, 1000)
-        flags = ["--batch-size", str(GPU_BATCH), "--epochs", "2", "--tta", "0", "--no-epoch-eval"]
-        run = _train(1, data, work / "runs", f"sync-{steps}", flags, ("-W", "always", "-c", SYNC_DEBUG))
-        counts.append(run["stderr"].count(SYNC_WARNING))
+        data = figures.synthetic(work / f"sync-{steps}", steps * GPU_PLAN.batch, 1000)
+        args = ["train", "--data", str(data), "--runs", str(work / "runs"), "--run-name", f"sync-{steps}"]
+        args += ["--batch-size", str(GPU_PLAN.batch), "--epochs", "2", "--tta", "0", "--no-epoch-eval"]
+        command = [sys.executable, "-W", "always", "-c", SYNC_DEBUG, *args]
+        done = figures.run(command, {**os.environ, "PYTHONPATH": str(ROOT)})
+        counts.append(done.stderr.count(SYNC_WARNING))
     if not counts[0]:
         # A run waits at least once an epoch (its sums): silence means the mode or its text changed.
         sys.exit(f"no {SYNC_WARNING!r} under sync debug mode: check torch's warning text")
     return (counts[1] - counts[0]) / (2 * 8)
 
 
-def cpu_scaling(data: Path, work: Path) -> dict[int, float]:
+def cpu_scaling(data: Path, work: Path, plan: Plan) -> dict[int, float]:
     """Images per second of full-width airbench, one thread per rank, after a warm-up epoch."""
-    flags = ["--batch-size", str(CPU_BATCH), "--epochs", str(EPOCHS), "--tta", "0", "--no-epoch-eval"]
+    flags = ["--batch-size", str(plan.batch), "--epochs", str(math.ceil(plan.epochs))]
+    flags += ["--tta", "0", "--no-epoch-eval"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     results = {}
     for ranks in (1, 2):
-        lines = _train(ranks, data, work / "runs", f"cpu-{ranks}", flags)["lines"]
+        name = f"cpu-{ranks}"
+        args = ["train", "--data", str(data), "--runs", str(work / "runs"), "--run-name", name, *flags]
+        if ranks == 1:
+            command = [sys.executable, "-m", "trainer", *args, "--threads", "1"]
+        else:
+            command = [str(TORCHRUN), f"--nproc-per-node={ranks}", "--module", "trainer", *args]
+        figures.run(command, env)
+        lines = [json.loads(x) for x in (work / "runs" / name / "metrics.jsonl").read_text().splitlines()]
         results[ranks] = statistics.median(line["images_per_second"] for line in lines[1:])
     return results
 
@@ -212,12 +348,71 @@ def checkpoint_seconds(work: Path) -> tuple[float, float, float]:
     return statistics.median(times), statistics.median(stalls), path.stat().st_size / 1e6
 
 
-def gpu_runs(data: Path, work: Path) -> list[dict]:
-    """airbench at its recipe on one GPU, 10 epochs, seeds 0-4, full TTA."""
-    return [
-        _train(1, data, work / "runs", f"gpu-seed{seed}", ["--seed", str(seed), "--epochs", "10"])
-        for seed in range(SEEDS)
+def seed_runs(data: Path, work: Path, seeds: int, reference: Path | None) -> dict[str, list[float]]:
+    """Final TTA accuracy of each side at airbench94's recipe, seeds 0 to `seeds` - 1, in turns."""
+    found: dict[str, list[float]] = {"trainer": []}
+    with_airbench = airbench_problem(reference) is None
+    if with_airbench:
+        found[AIRBENCH94] = []
+    for seed in range(seeds):
+        name = f"seed-{seed}"
+        found["trainer"].append(
+            trainer_run(data, work / "runs", name, GPU_PLAN, ["--seed", str(seed)]).accuracy
+        )
+        if with_airbench:
+            found[AIRBENCH94].append(
+                airbench_run(data, work / "airbench", GPU_PLAN, reference, seed).accuracy
+            )
+        print(f"seed {seed}: " + ", ".join(f"{k} {100 * v[-1]:.2f}%" for k, v in found.items()), flush=True)
+    return found
+
+
+def seed_table(found: dict[str, list[float]], trained_on: str) -> list[str]:
+    lines = [
+        f"## Final accuracy over {len(found['trainer'])} seeds",
+        "",
+        f"airbench94's recipe, TTA level 2, on {trained_on}; the sides in turns, seed by seed.",
+        "",
+        "| side | mean | standard deviation | lowest | highest |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    for side, accuracies in found.items():
+        spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
+        lines.append(
+            f"| {side} | {100 * statistics.mean(accuracies):.2f}% | {100 * spread:.2f} |"
+            f" {100 * min(accuracies):.2f}% | {100 * max(accuracies):.2f}% |"
+        )
+    if AIRBENCH94 in found and len(found["trainer"]) > 1:
+        difference = statistics.mean(found["trainer"]) - statistics.mean(found[AIRBENCH94])
+        error = math.sqrt(sum(statistics.variance(found[s]) / len(found[s]) for s in ("trainer", AIRBENCH94)))
+        lines += [
+            "",
+            f"Difference of the means (trainer less airbench94): {100 * difference:+.2f} points,"
+            f" standard error {100 * error:.2f}; 95 % interval {100 * (difference - 1.96 * error):+.2f} to"
+            f" {100 * (difference + 1.96 * error):+.2f} points.",
+        ]
+    return lines
+
+
+def _gpu_row(seed: int, run: dict) -> str:
+    return (
+        f"| {seed} | {100 * run['final_test_acc']:.2f}% | {run['epochs_to_target']} |"
+        f" {run['seconds_to_target']} | {run['wall_seconds']:.1f} | {run['airbench_seconds']:.2f} |"
+    )
+
+
+def gpu_runs(data: Path, work: Path) -> list[dict]:
+    """airbench at its recipe on one GPU, seeds 0-4, full TTA."""
+    out = []
+    for seed in range(SEEDS):
+        name = f"gpu-seed{seed}"
+        args = ["train", "--data", str(data), "--runs", str(work / "runs"), "--run-name", name]
+        figures.run(
+            [sys.executable, "-m", "trainer", *args, "--seed", str(seed)],
+            {**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        out.append(json.loads((work / "runs" / name / "summary.json").read_text()))
+    return out
 
 
 def _contention_note(load: tuple[str, str], scaling: float) -> list[str]:
@@ -235,64 +430,49 @@ def _busiest(load: tuple[str, str]) -> float:
     return max(float(value) for reading in load for value in reading.split())
 
 
-def _gpu_row(seed: int, run: dict) -> str:
-    return (
-        f"| {seed} | {100 * run['final_test_acc']:.2f}% | {run['epochs_to_target']} |"
-        f" {run['seconds_to_target']} | {run['wall_seconds']:.1f} |"
-    )
-
-
-def _side_table(runs: dict[str, list[float]], unit: str) -> list[str]:
-    theirs = statistics.median(runs["airbench94"])
-    ratios = [
-        f"{side} **{statistics.median(values) / theirs:.2f}x**"
-        for side, values in runs.items()
-        if side != "airbench94"
-    ]
-    return [
-        f"| side | {unit} per round | median |",
-        "| --- | --- | --- |",
-        *(
-            f"| {side} | {', '.join(f'{v:.0f}' for v in values)} | {statistics.median(values):.0f} |"
-            for side, values in runs.items()
-        ),
-        "",
-        f"Ratio to airbench94 (medians; above 1 is faster): {', '.join(ratios)}.",
-    ]
-
-
 def _heading(title: str, host: str, load: tuple[str, str]) -> list[str]:
     return [
-        f"# {title}",
-        "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `benchmarks/trainer_bench.py` on: {host}.",
+        *figures.heading(title, host, "benchmarks/trainer_bench.py"),
         f"Load average (1, 5, 15 min) at the start: {load[0]}; at the end: {load[1]}. On"
         f" {os.cpu_count()} cores a load above {os.cpu_count()} means other work shared the CPUs: it",
-        "lowers every figure; the side-by-side ratio holds better, as the sides take turns under it.",
+        "lowers every figure; the ratios hold better, as the sides take turns under it.",
         "",
+    ]
+
+
+def describe(plan: Plan, rounds: int, trained_on: str) -> list[str]:
+    return [
+        f"Full-width airbench (2M parameters), batch {plan.batch}, {plan.images[0]:,} training images of"
+        f" {trained_on}, {plan.epochs:g} epochs (airbench's count: ceil(steps an epoch x epochs) steps),",
+        f"final evaluation with TTA level {plan.tta}; {rounds} rounds of one run per side, the order rotated",
+        "each round. airbench94 is the `airbench` package's own `train94` (benchmarks/airbench_worker.py),",
+        "timed by its own events; the trainer's images/s are its metrics lines' (whole epochs after the",
+        "first), its seconds `summary.json`'s `airbench_seconds`. The interval is the narrowest pair of",
+        "order statistics that holds the median ratio with at least 90 % probability whatever the",
+        "rounds' distribution (the smallest and largest of 5 rounds: 93.8 %).",
     ]
 
 
 def cpu_report(
     host: str,
     load: tuple[str, str],
-    cpu: dict[str, list[float]],
+    cpu: dict[str, list[Figures]],
+    reference: Path | None,
     throughput: dict[int, float],
     ckpt: tuple[float, float, float],
+    plan: Plan,
+    rounds: int,
 ) -> str:
     scaling = throughput[2] / throughput[1]
     lines = [
         *_heading("Trainer benchmark", host, load),
         "## Side by side with airbench94 on the CPU",
         "",
-        f"Full-width airbench (2M parameters), batch {CPU_BATCH}, {CPU_IMAGES} synthetic images in"
-        f" CIFAR-10's format, one thread each, float32; {ROUNDS} rounds of one run per side in turn,",
-        f"each run {EPOCHS} epochs with the first left out. airbench94 is the pinned `airbench`",
-        "package's own `train94`, run by `benchmarks/airbench_worker.py` (which says what it maps from",
-        "CUDA to the CPU); its seconds are its own per-epoch training times. The trainer's are the",
-        "`images_per_second` of its metrics lines, training only (`--no-epoch-eval`).",
+        *describe(plan, rounds, "a generated CIFAR-format set"),
+        "One thread each, float32; benchmarks/airbench_worker.py says what it maps from CUDA to the CPU.",
         "",
-        *_side_table(cpu, "images/s"),
+        *side_tables(cpu, plan),
+        *absent_note(reference),
         "",
         "## CPU scaling (airbench, width 64, one thread per rank, gloo)",
         "",
@@ -313,7 +493,7 @@ def cpu_report(
         "",
         "## GPU",
         "",
-        f"On a GPU machine: `{GPU_OUT.relative_to(ROOT)}`, made by `--gpu`.",
+        f"On a GPU machine: `{GPU_OUT.relative_to(ROOT)}`, made by `--gpu`, or `benchmarks/gpu_suite.py`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -323,7 +503,8 @@ def gpu_report(
     load: tuple[str, str],
     trained_on: str,
     syncs: float,
-    side: dict[str, list[float]],
+    side: dict[str, list[Figures]],
+    reference: Path | None,
     seeds: list[dict] | None,
 ) -> str:
     lines = [
@@ -334,28 +515,22 @@ def gpu_report(
         "synchronising call counted, in a run of 16 steps an epoch less one of 8 (so what happens",
         "once a run or once an epoch cancels out), over the steps between them.",
         "",
-        f"## Side by side with airbench94, batch {GPU_BATCH}",
+        f"## Side by side with airbench94, batch {GPU_PLAN.batch}",
         "",
-        f"Full-width airbench on {trained_on} ({CIFAR10_SIZE[0]:,} training images unless `--data`"
-        f" named another set); {ROUNDS} rounds of one run per side in turn, each run {GPU_EPOCHS}",
-        "epochs with the first (cuDNN's kernel choice, the compilation) left out. airbench94 is the",
-        "pinned `airbench` package's own `train94` as published (float16 weights, channels_last),",
-        "timed by its own CUDA events; the trainer's figures are its metrics lines' `images_per_second`",
-        "(float16 weights, BatchNorm in float32, as airbench94), training only, and end with a device sync.",
+        *describe(GPU_PLAN, ROUNDS, trained_on),
         "",
-        *_side_table(side, "images/s"),
-        "",
-        "Both sides drop the last partial batch (48 steps of 1024 on 50,000 images), so seconds per",
-        "epoch are 49,152 over these figures, and their ratio is the inverse of the images/s ratio.",
+        *side_tables(side, GPU_PLAN),
+        *absent_note(reference),
         "",
     ]
     if seeds:
         accuracies = [run["final_test_acc"] for run in seeds]
         lines += [
-            "## To 94% (airbench recipe, 10 epochs, full TTA)",
+            "## To 94% (airbench recipe, 9.9 epochs, full TTA)",
             "",
-            "| seed | final accuracy (TTA) | epochs to 94% | seconds to 94% | training seconds |",
-            "| --- | --- | --- | --- | --- |",
+            "| seed | final accuracy (TTA) | epochs to 94% | seconds to 94% | training seconds"
+            " | as airbench times it |",
+            "| --- | --- | --- | --- | --- | --- |",
             *(_gpu_row(seed, run) for seed, run in enumerate(seeds)),
             "",
             f"Mean {100 * statistics.mean(accuracies):.2f}% over {SEEDS} seeds"
@@ -366,7 +541,7 @@ def gpu_report(
             "## To 94%",
             "",
             "Not measured: the data was not CIFAR-10 (a generated set scores nothing comparable).",
-            "With real CIFAR-10 in DIR, `--gpu --data DIR` adds 10-epoch runs for seeds 0-4 with",
+            "With real CIFAR-10 in DIR, `--gpu --data DIR` adds runs at the recipe for seeds 0-4 with",
             "each seed's final TTA accuracy, epochs and seconds to 94%.",
         ]
     return "\n".join(lines) + "\n"
@@ -376,32 +551,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="the GPU figures (written to trainer-gpu.md)")
     parser.add_argument("--data", type=Path, help="the dataset for --gpu (default: a generated set)")
-    parser.add_argument("--compiled", action="store_true", help="with --gpu: also the trainer's --compile")
+    parser.add_argument("--airbench", type=Path, help="a folder holding the airbench package")
+    parser.add_argument("--seeds", type=int, default=0, help="with --gpu: N seeds of each side's accuracy")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="side-by-side rounds of every side")
+    parser.add_argument("--out", type=Path, help="the markdown file (default: docs/benchmarks/...)")
+    parser.add_argument("--smoke", action="store_true", help="tiny CPU settings: the script end to end")
     args = parser.parse_args()
     if args.gpu and not torch.cuda.is_available():
         parser.error("--gpu needs a visible CUDA GPU")
     if args.data and not args.gpu:
         parser.error("--data is for --gpu; the CPU figures use a small generated set")
-    host, load_before = machine(), load_average()
+    host, load_before = figures.machine(), figures.load_average()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.gpu:
-            dataset = args.data or synthetic(work / "data", *CIFAR10_SIZE)
+            dataset = args.data or figures.synthetic(work / "data", *CIFAR10_SIZE)
             trained_on = provenance(dataset)
             syncs = gpu_syncs_per_step(work)
             print(f"host waits per step: {syncs:g}", flush=True)
-            variants: dict[str, list[str]] = {"trainer": []}
-            variants |= {"trainer compiled": ["--compile"]} if args.compiled else {}
-            side = side_by_side(dataset, work, GPU_BATCH, GPU_EPOCHS, variants)
+            side = side_by_side(dataset, work, GPU_PLAN, {"trainer": []}, args.airbench, args.rounds)
             seeds = gpu_runs(dataset, work) if trained_on == CIFAR10 else None
-            load = (load_before, load_average())
-            text, out = gpu_report(host, load, trained_on, syncs, side, seeds), GPU_OUT
+            load = (load_before, figures.load_average())
+            text = gpu_report(host, load, trained_on, syncs, side, args.airbench, seeds)
+            if args.seeds:
+                text += "\n" + "\n".join(
+                    seed_table(seed_runs(dataset, work, args.seeds, args.airbench), trained_on)
+                )
+            out = args.out or GPU_OUT
         else:
-            data = synthetic(work / "data", CPU_IMAGES, 64)
-            cpu = side_by_side(data, work, CPU_BATCH, EPOCHS, {"trainer": []})
-            throughput = cpu_scaling(data, work)
+            plan = SMOKE_PLAN if args.smoke else CPU_PLAN
+            data = figures.synthetic(work / "data", *plan.images)
+            cpu = side_by_side(data, work, plan, {"trainer": []}, args.airbench, args.rounds)
+            throughput = cpu_scaling(data, work, plan)
             ckpt = checkpoint_seconds(work)
-            text, out = cpu_report(host, (load_before, load_average()), cpu, throughput, ckpt), OUT
+            load = (load_before, figures.load_average())
+            text = cpu_report(host, load, cpu, args.airbench, throughput, ckpt, plan, args.rounds)
+            out = args.out or OUT
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(text)

@@ -8,8 +8,8 @@ its own, and the net evaluated (rank 0's) would not be the net one rank trains o
 2 x channels numbers per layer and forward; autograd takes the backward pass through the same
 all-reduce), so every rank normalises over the global batch and updates the same running
 statistics: the outputs, statistics and gradients of one rank with the whole batch, to float
-rounding (tests/trainer/test_batchnorm_ranks.py). Without a process group it is torch's
-BatchNorm2d. PyTorch's own SyncBatchNorm does this with CUDA kernels only
+rounding (tests/trainer/test_batchnorm_ranks.py). With one rank it is torch's BatchNorm2d.
+PyTorch's own SyncBatchNorm does this with CUDA kernels only
 (`torch.batch_norm_stats` has no CPU kernel), so the trainer keeps one module for every device.
 
 The sums are float32 whatever the activations' type. Their variance, E[x^2] - E[x]^2, loses
@@ -47,7 +47,9 @@ class GlobalBatchNorm(nn.BatchNorm2d):
     """torch's BatchNorm2d, with the batch statistics taken over every rank's images in training."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not (self.training and dist.is_initialized()):
+        # One rank holds the global batch: torch's kernel, without the sums' extra passes and
+        # all-reduces (on an H200 they made a step 2.8 times longer in a group of one).
+        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
             return super().forward(x)
         assert self.momentum is not None and self.running_mean is not None and self.running_var is not None
         count = x.numel() // x.size(1) * dist.get_world_size()

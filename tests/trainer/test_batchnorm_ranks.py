@@ -139,3 +139,22 @@ def test_each_ranks_own_statistics_are_not_one_ranks(one: dict[str, Any], tmp_pa
     first, second = _world(tmp_path, 2, "rank")
     assert any(name.startswith("output") for name in _differences(first, one))
     assert any("running_mean" in name for name in _differences(second, one))
+
+
+def test_one_rank_in_a_process_group_uses_torchs_kernel_and_no_collective(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer.batchnorm import GlobalBatchNorm
+
+    calls: list[str] = []
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor, *args, **kwargs: calls.append("all_reduce"))
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        layer, plain = GlobalBatchNorm(3).train(), torch.nn.BatchNorm2d(3).train()
+        x = torch.randn(4, 3, 5, 5)
+        torch.testing.assert_close(layer(x), plain(x), rtol=0, atol=0)
+        torch.testing.assert_close(layer.running_var, plain.running_var, rtol=0, atol=0)
+    finally:
+        dist.destroy_process_group()
+    assert calls == [], "a group of one has nothing to add up"
