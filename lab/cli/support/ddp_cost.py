@@ -27,9 +27,9 @@ class ModelCost:
 
 
 MODELS = {
-    # The GPU figure is the trainer's own on an H100, the median of its side by side with
+    # The GPU figure is the trainer's own on an H200, the median of its side by side with
     # airbench94 (docs/benchmarks/trainer-gpu.md; tests/cli/test_ddp_cost.py holds the two equal).
-    Model.AIRBENCH: ModelCost(parameters=1_971_352, cpu_images_per_second=260, gpu_images_per_second=208_692),
+    Model.AIRBENCH: ModelCost(parameters=1_971_352, cpu_images_per_second=260, gpu_images_per_second=223_999),
     # Not measured by this project on a GPU: cifar10-fast's 24 epochs of 50k images in 79 s on a V100.
     Model.RESNET9: ModelCost(parameters=6_573_120, cpu_images_per_second=90, gpu_images_per_second=15_000),
 }
