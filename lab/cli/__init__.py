@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 
 from lab.bootstrap.kubeconfig import KubeconfigError
 from lab.bootstrap.playbook import PlaybookError
@@ -29,11 +30,37 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     for module in (try_local, init, doctor, hosts, render, validate, status, wait, results, dashboard):
         module.register(commands)
+    _own_usage(parser)
     return parser
 
 
+# Pulumi's verbs, which an operator may try on labctl: the lab's life is Pulumi's.
+PULUMI_VERBS = ("up", "destroy", "preview", "refresh")
+
+
+def _own_usage(parser: argparse.ArgumentParser) -> None:
+    """Each command (and sub-command) knows its own parser, so that an unknown flag is answered
+    with that command's usage rather than labctl's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(command_parser=command)
+                _own_usage(command)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in PULUMI_VERBS:
+        print_error(
+            CliError(
+                f"labctl has no `{given[0]}`: the lab's objects are Pulumi's, so run"
+                f" `pulumi {given[0]} --stack NAME` in the checkout (`labctl --help` lists labctl's commands)"
+            )
+        )
+        return 2
+    args, unknown = build_parser().parse_known_args(given)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         with stopped_like_ctrl_c():
             return args.handler(args)

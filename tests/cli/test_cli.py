@@ -49,6 +49,20 @@ def test_an_unknown_command_is_argparse_usage() -> None:
     assert result.code == 2 and "invalid choice: 'deploy'" in result.err and "Traceback" not in result.err
 
 
+@pytest.mark.parametrize(
+    ("words", "usage"), [(["status", "--bogus"], "status"), (["hosts", "up", "-x"], "hosts")]
+)
+def test_an_unknown_flag_shows_that_commands_usage(words: list[str], usage: str) -> None:
+    result = labctl(*words)
+    assert result.code == 2 and f"usage: labctl {usage} " in result.err
+    assert f"labctl {usage}: error: unrecognized arguments: {words[-1]}" in result.err
+
+
+@pytest.mark.parametrize("verb", ["up", "destroy"])
+def test_pulumis_verbs_point_to_pulumi(verb: str) -> None:
+    assert_one_line_error(labctl(verb), f"labctl has no `{verb}`", f"pulumi {verb} --stack NAME")
+
+
 def test_validate_stops_on_a_missing_key(tmp_path: Path) -> None:
     values = {"nodes": [{"name": "a", "address": "10.0.0.1", "user": "u", "role": "server"}]}
     write_stack(tmp_path, "nokey", values | {"ssh": {"keyPath": str(tmp_path / "absent_key")}})
