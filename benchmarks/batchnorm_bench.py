@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
+from lab.cli.support.prometheus import free_port  # noqa: E402
 from trainer import distributed, run_state, train  # noqa: E402
 from trainer.config import resolve  # noqa: E402
 from trainer.contract import GENERATED  # noqa: E402
@@ -122,7 +123,7 @@ def step_times(
             for mode in MODES if round_ % 2 == 0 else MODES[::-1]:
                 out = work / f"steps-{round_}"
                 out.mkdir(parents=True, exist_ok=True)
-                port = figures.free_port()
+                port = free_port()
                 mp.spawn(_step_rank, args=(world, port, mode, plan, out), nprocs=world, join=True)
                 times[world, mode].append(json.loads((out / f"{mode}-{world}.json").read_text())["seconds"])
         print(f"round {round_ + 1}: " + ", ".join(f"{k}: {v[-1] * 1000:.1f} ms" for k, v in times.items()))
@@ -163,7 +164,7 @@ def accuracy(data: Path, work: Path, worlds: tuple[int, ...], seeds: int, flags:
                 args = ["train", "--data", str(data), "--runs", str(work), "--run-name", name, *flags]
                 args += ["--seed", str(seed), "--batchnorm", mode]
                 command = [str(torchrun), f"--nproc-per-node={world}", "--rdzv-backend=c10d"]
-                command += [f"--rdzv-endpoint=127.0.0.1:{figures.free_port()}", "--module", "trainer", *args]
+                command += [f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--module", "trainer", *args]
                 figures.run(command, env)
                 summary = json.loads((work / name / "summary.json").read_text())
                 found.setdefault((world, mode), []).append(summary["final_test_acc"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -55,12 +54,6 @@ def heading(title: str, host: str, script: str) -> list[str]:
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `{script}` on: {host}.",
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class RunFailed(Exception):
