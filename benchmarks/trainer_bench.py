@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
-from trainer import checkpoint  # noqa: E402
 from trainer.contract import AIRBENCH, CIFAR10  # noqa: E402
 from trainer.data import provenance  # noqa: E402
 from trainer.hyperparameters import value  # noqa: E402
 from trainer.model import RECIPES, Airbench, param_groups  # noqa: E402
+from trainer.records import checkpoint  # noqa: E402
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 WORKER = ROOT / "benchmarks" / "airbench_worker.py"

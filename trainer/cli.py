@@ -167,8 +167,9 @@ def _train(args: argparse.Namespace) -> int:
         options.update(chosen)
         run_dir = run_dir / str(index)
     # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
-    from trainer import data, distributed, lifecycle, run_state
+    from trainer import data, distributed
     from trainer.config import resolve
+    from trainer.pod import lifecycle, run_state
 
     place = distributed.topology(os.environ)
     distributed.apply_socket_interfaces(os.environ)
@@ -219,10 +220,10 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from trainer.metrics import RunFolder
+    from trainer.records.metrics import RunFolder
 
     if args.ready is not None:
-        from trainer import readiness
+        from trainer.pod import readiness
 
         problem = readiness.check(args.ready)
         print(problem or f"{args.ready}: training")
@@ -250,14 +251,14 @@ def _sweep(args: argparse.Namespace) -> int:
         count = sweep.write_sweep_file(sweep.read_space(args.space), args.out)
         print(f"{count} hyperparameter sets written to {args.out}")
         return 0
-    from trainer import report
+    from trainer.records import report
 
     rows = report.collect(args.dir)
     parameters = report.varied(rows)
     print(report.table(rows, parameters))
     print(report.trained_on(rows))
     if args.plot:
-        from trainer import plots
+        from trainer.records import plots
 
         plots.sweep(rows, parameters, args.plot, report.trained_on(rows))
         print(f"plot written to {args.plot}")

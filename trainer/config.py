@@ -103,9 +103,10 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int, traine
 
 
 def code_hash() -> str:
-    """Hash of the trainer's source files: which code produced a result."""
+    """Hash of the trainer's source files, its sub-packages' too: which code produced a result."""
+    root = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -4,7 +4,7 @@ one plain line when Prometheus cannot be asked or the lab has none.
 
 The lab's Prometheus is answered from here (no cluster runs here; the SSH and kubectl path itself
 is exercised by tests/cli/test_results.py); a real Prometheus (Debian's package) scrapes two
-ranks' real endpoints (trainer.telemetry) for --prometheus.
+ranks' real endpoints (trainer.pod.telemetry) for --prometheus.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from lab.cli.support.prometheus import LocalPrometheus, check_config, free_port,
 from lab.cli.support.runsource import LocalRuns
 from lab.config import read_stack_values, stack_file
 from tests.support.labctl import labctl, write_stack
-from trainer.telemetry import RankMetrics
+from trainer.pod.telemetry import RankMetrics
 
 RUN = "watched"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.trainer_runs import read_json, run, start, trainer, wait_for
-from trainer import report
 from trainer.cli import _parser, main
 from trainer.hyperparameters import HYPERPARAMETERS, Fixed
+from trainer.records import report
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 

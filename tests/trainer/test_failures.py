@@ -25,8 +25,9 @@ from tests.support.trainer_runs import (
     torchrun,
     trainer,
 )
-from trainer import atomic, checkpoint, data
+from trainer import data
 from trainer.hyperparameters import HYPERPARAMETERS
+from trainer.records import atomic, checkpoint
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 
@@ -298,8 +299,9 @@ def _train_args(dataset: Path, runs: Path) -> list[str | Path]:
 @pytest.fixture(scope="module")
 def layout(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> checkpoint.Layout:
     """What a checkpoint must hold to resume `finished`: from a run built as the trainer builds it."""
-    from trainer import cli, distributed, run_state, train
+    from trainer import cli, distributed, train
     from trainer.config import resolve
+    from trainer.pod import run_state
 
     args = cli._parser().parse_args([str(a) for a in _train_args(dataset, tmp_path_factory.mktemp("x"))])
     splits = (data.load(dataset, True), data.load(dataset, False))

@@ -34,7 +34,7 @@ import yaml
 
 from lab.files import write_file
 
-# The ranks' series `status` and `try` show (trainer/telemetry.py SERIES).
+# The ranks' series `status` and `try` show (trainer/pod/telemetry.py SERIES).
 LIVE_SERIES = ("trainer_step", "trainer_epoch", "trainer_train_loss", "trainer_images_per_second")
 TIMEOUT_S = 10
 PROMETHEUS = "prometheus"
