@@ -10,8 +10,8 @@ import sys
 from lab.bootstrap.kubeconfig import KubeconfigError
 from lab.bootstrap.playbook import PlaybookError
 from lab.cli import dashboard, doctor, hosts, init, render, results, status, try_local, validate, wait
-from lab.cli.support.console import CliError, print_error
-from lab.cli.support.signals import Stopped, stopped_like_ctrl_c
+from lab.cli.common.console import CliError, print_error
+from lab.cli.common.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
 from lab.files import MachineError, machine_problem
 from lab.remote.ssh import SshError

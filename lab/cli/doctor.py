@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import itertools
 
+from lab.cli.common.console import CliError, Finding, Level, console, plural, print_findings
+from lab.cli.common.stackarg import add_stack_option, load
 from lab.cli.support import bandwidth, operator_checks, preflight
-from lab.cli.support.console import CliError, Finding, Level, console, plural, print_findings
 from lab.cli.support.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
-from lab.cli.support.stackarg import add_stack_option, load
 from lab.config import Compression, LabConfig, Placement
 from lab.remote.ssh import Remote, SshError
 from trainer.inputs import integer

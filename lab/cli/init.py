@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.prompt import Prompt
 from rich.table import Table
 
-from lab.cli.support.console import CliError, console
-from lab.cli.support.stackarg import add_stack_option
+from lab.cli.common.console import CliError, console
+from lab.cli.common.stackarg import add_stack_option
 from lab.cli.support.stackfile import render_stack
 from lab.config import (
     Distribution,

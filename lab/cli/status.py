@@ -11,11 +11,11 @@ from typing import Any
 
 from rich.table import Table
 
+from lab.cli.common.console import CliError, console, errors, shown
+from lab.cli.common.runsource import print_problems, run_option, runs_source
+from lab.cli.common.stackarg import add_stack_option, flags, load
 from lab.cli.support import live
-from lab.cli.support.console import CliError, console, errors, shown
 from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
-from lab.cli.support.runsource import print_problems, run_option, runs_source
-from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import STACKS_DIR
 from trainer.contract import TRAINED_ON
 

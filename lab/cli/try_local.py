@@ -29,11 +29,11 @@ import yaml
 
 from lab import testbed
 from lab.cli import hosts
+from lab.cli.common.console import CliError, console
+from lab.cli.common.runsource import LocalRuns
+from lab.cli.common.signals import uninterrupted
 from lab.cli.hosts import add_verbose_option
 from lab.cli.support import prometheus, try_data, try_metrics
-from lab.cli.support.console import CliError, console
-from lab.cli.support.runsource import LocalRuns
-from lab.cli.support.signals import uninterrupted
 from lab.cli.support.try_estimate import estimate, minutes_range
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
 from lab.files import write_file

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab.cli import build_parser
-from lab.cli.support.console import one_line, plural
+from lab.cli.common.console import one_line, plural
 from lab.cli.support.operator_checks import PULUMI_INSTALL
 from lab.cli.support.try_data import GENERATED_IMAGES
 from lab.cli.support.try_estimate import MEASURED_MACHINES, minutes_range

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from lab.cli import main
+from lab.cli.common.runsource import LocalRuns
 from lab.cli.support import live, pods
 from lab.cli.support.pods import KubectlFailed
 from lab.cli.support.prometheus import LocalPrometheus, check_config, free_port, scrape_config, write_config
-from lab.cli.support.runsource import LocalRuns
 from lab.config import read_stack_values, stack_file
 from tests.support.labctl import labctl, write_stack
 from trainer.telemetry import RankMetrics

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.cli.common.console import CliError
 from lab.cli.support import try_metrics
-from lab.cli.support.console import CliError
 from lab.cli.support.node_exporter import NODE_EXPORTER
 from lab.testbed.layout import Layout
 from lab.testbed.processes import command_line

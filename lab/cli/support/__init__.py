@@ -1,1 +1,2 @@
-"""What `labctl`'s commands share: the console, the stack option, run folders, node checks."""
+"""Helpers of single `labctl` commands: doctor's checks, init's stack file, status' live figures
+and the try's Prometheus."""

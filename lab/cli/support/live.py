@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.support.console import console
+from lab.cli.common.console import console
 from lab.cli.support.pods import KubectlFailed, server_kubectl
 from lab.cli.support.prometheus import (
     HttpPrometheus,

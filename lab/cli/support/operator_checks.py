@@ -10,7 +10,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from lab.cli.support.console import Finding, Level
+from lab.cli.common.console import Finding, Level
 from lab.cli.support.locks import OPERATOR_LOCK, pins
 
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.cli.support.console import CliError
+from lab.cli.common.console import CliError
 from lab.config import STACKS_DIR, LabConfig, stack_flags
 from lab.remote.gpu_nodes import gpu_shortfalls
 from lab.remote.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster

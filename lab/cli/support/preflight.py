@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from lab.bootstrap.inventory import NODE_STATE_DIR
-from lab.cli.support.console import Finding, Level
+from lab.cli.common.console import Finding, Level
 from lab.cli.support.gpu_fit import gpu_problems
 from lab.config import EPHEMERAL_PORTS, LabConfig, Node, cluster_ports
 from lab.config.facts import (

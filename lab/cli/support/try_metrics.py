@@ -18,8 +18,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.cli.common.console import CliError
 from lab.cli.support import node_exporter
-from lab.cli.support.console import CliError
 from lab.cli.support.node_exporter import NodeExporter
 from lab.cli.support.prometheus import (
     LocalPrometheus,
