@@ -38,7 +38,7 @@ ALLOWED = {
     ("lab/config/loading.py", contract.NO_COMPRESSION),
     ("lab/config/workload.py", contract.NO_COMPRESSION),
     ("lab/config/reference.py", contract.NO_COMPRESSION),
-    ("lab/cli/support/preflight.py", contract.NO_COMPRESSION),
+    ("lab/cli/doctor/preflight.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.NO_COMPRESSION),
     ("lab/cli/status.py", contract.LATEST_CHECKPOINT),
     ("lab/cluster/registry.py", contract.NO_COMPRESSION),

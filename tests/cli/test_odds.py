@@ -16,7 +16,7 @@ import pytest
 
 from lab.cli import build_parser
 from lab.cli.common.console import one_line, plural
-from lab.cli.support.operator_checks import PULUMI_INSTALL
+from lab.cli.doctor.operator_checks import PULUMI_INSTALL
 from lab.cli.support.try_data import GENERATED_IMAGES
 from lab.cli.support.try_estimate import MEASURED_MACHINES, minutes_range
 from lab.cli.try_local import EPOCHS

@@ -1,2 +1,2 @@
-"""Helpers of single `labctl` commands: doctor's checks, init's stack file, status' live figures
+"""Helpers of single `labctl` commands: init's stack file, status' live figures
 and the try's Prometheus."""
