@@ -1,2 +1,1 @@
-"""Helpers of single `labctl` commands: init's stack file, status' live figures
-and the try's Prometheus."""
+"""Helpers of single `labctl` commands: status' live figures and the try's Prometheus."""
