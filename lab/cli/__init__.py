@@ -14,10 +14,11 @@ from lab.cli.common.console import CliError, print_error
 from lab.cli.common.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
 from lab.files import MachineError, machine_problem
+from lab.remote.server_cluster import ClusterError
 from lab.remote.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
-EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError, MachineError)
+EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError, ClusterError, MachineError)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,8 +15,9 @@ from lab.cli.common.console import CliError, console, errors, shown
 from lab.cli.common.runsource import print_problems, run_option, runs_source
 from lab.cli.common.stackarg import add_stack_option, flags, load
 from lab.cli.support import live
-from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
 from lab.config import STACKS_DIR
+from lab.remote.gpu_nodes import gpu_node_lines
+from lab.remote.pods import Rank, training_ranks
 from trainer.contract import TRAINED_ON
 
 

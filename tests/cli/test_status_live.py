@@ -19,10 +19,11 @@ import pytest
 
 from lab.cli import main
 from lab.cli.common.runsource import LocalRuns
-from lab.cli.support import live, pods
-from lab.cli.support.pods import KubectlFailed
+from lab.cli.support import live
 from lab.cli.support.prometheus import LocalPrometheus, check_config, free_port, scrape_config, write_config
 from lab.config import read_stack_values, stack_file
+from lab.remote import pods
+from lab.remote.server_cluster import KubectlFailed
 from tests.support.labctl import labctl, write_stack
 from trainer.telemetry import RankMetrics
 
@@ -52,7 +53,7 @@ class Server:
 def lab_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Server:
     """A stack's cluster listing no rank pods, its runs a local folder, its server's kubectl here."""
     server = Server()
-    monkeypatch.setattr(pods, "_kubectl_get", lambda *a: {"items": []})
+    monkeypatch.setattr(pods, "kubectl_get", lambda *a: {"items": []})
     monkeypatch.setattr("lab.cli.status.runs_source", lambda args: LocalRuns(_runs(tmp_path / "runs")))
 
     def kubectl(cfg: Any, stack: str, stacks_dir: Any, *args: str) -> str:

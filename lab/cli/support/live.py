@@ -12,7 +12,6 @@ from typing import Any
 from rich.table import Table
 
 from lab.cli.common.console import console
-from lab.cli.support.pods import KubectlFailed, server_kubectl
 from lab.cli.support.prometheus import (
     HttpPrometheus,
     PrometheusError,
@@ -24,6 +23,7 @@ from lab.cli.support.prometheus import (
     rank_figures,
 )
 from lab.config import LabConfig, monitoring
+from lab.remote.server_cluster import KubectlFailed, server_kubectl
 
 
 @dataclass(frozen=True)
