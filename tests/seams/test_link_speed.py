@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lab.cli.support.node_exporter import NODE_EXPORTER
 from lab.cli.support.prometheus import (
     LocalPrometheus,
     await_answer,
@@ -22,6 +21,7 @@ from lab.cli.support.prometheus import (
     stop_process,
     write_config,
 )
+from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from lab.cluster.observability import dashboard
 from lab.config.monitoring import NODES_JOB
 

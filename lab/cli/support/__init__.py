@@ -1,1 +1,1 @@
-"""Helpers of single `labctl` commands: status' live figures and the try's Prometheus."""
+"""Helpers of single `labctl` commands: status' live figures, and the Prometheus client."""

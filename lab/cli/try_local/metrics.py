@@ -1,6 +1,6 @@
 """`labctl try`'s Prometheus: the real one (Debian's package) on this machine, scraping the ranks
 on the test machines over their bridge while they train, as the lab's Prometheus scrapes the pods,
-and each machine's node exporter (lab.cli.support.node_exporter), as it scrapes each node's.
+and each machine's node exporter (lab.cli.try_local.node_exporter), as it scrapes each node's.
 
 The scrape configuration is checked with `promtool check config` before Prometheus starts. Each
 rank serves on the stack's `observability.metricsPort` (`train --metrics-port`) at its machine's
@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.cli.common.console import CliError
-from lab.cli.support import node_exporter
-from lab.cli.support.node_exporter import NodeExporter
 from lab.cli.support.prometheus import (
     LocalPrometheus,
     PrometheusError,
@@ -32,6 +30,8 @@ from lab.cli.support.prometheus import (
     scrape_config,
     write_config,
 )
+from lab.cli.try_local import node_exporter
+from lab.cli.try_local.node_exporter import NodeExporter
 from lab.config.monitoring import NODES_JOB, RANKS_JOB
 from lab.testbed.layout import Layout
 
