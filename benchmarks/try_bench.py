@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.bootstrap_bench import machine, spread
-from lab.cli.support.prometheus import PROMETHEUS
+from lab.cli.try_local.local_prometheus import PROMETHEUS
 from lab.cli.try_local.metrics import DATA_FOLDER, SCRAPE_INTERVAL_S
 from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from lab.cluster.observability import SIZES

@@ -19,10 +19,15 @@ import pytest
 
 from lab.cli import main
 from lab.cli.common.runsource import LocalRuns
-from lab.cli.support import live
-from lab.cli.support.prometheus import LocalPrometheus, check_config, free_port, scrape_config, write_config
+from lab.cli.try_local.local_prometheus import (
+    LocalPrometheus,
+    check_config,
+    free_port,
+    scrape_config,
+    write_config,
+)
 from lab.config import read_stack_values, stack_file
-from lab.remote import pods
+from lab.remote import pods, prometheus
 from lab.remote.server_cluster import KubectlFailed
 from tests.support.labctl import labctl, write_stack
 from trainer.telemetry import RankMetrics
@@ -62,7 +67,7 @@ def lab_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Server:
             raise server.answer
         return server.answer
 
-    monkeypatch.setattr(live, "server_kubectl", kubectl)
+    monkeypatch.setattr(prometheus, "server_kubectl", kubectl)
     return server
 
 

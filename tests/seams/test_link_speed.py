@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lab.cli.support.prometheus import (
+from lab.cli.try_local.local_prometheus import (
     LocalPrometheus,
     await_answer,
     free_port,

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from lab.cli.support.prometheus import PROMETHEUS
+from lab.cli.try_local.local_prometheus import PROMETHEUS
 from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from tests.support.tiers import costly
 

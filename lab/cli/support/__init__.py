@@ -1,1 +1,1 @@
-"""Helpers of single `labctl` commands: status' live figures, and the Prometheus client."""
+"""Helpers of single `labctl` commands: status' live figures."""

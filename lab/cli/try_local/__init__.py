@@ -9,7 +9,8 @@ machine scrapes each rank's metrics (lab.cli.try_local.metrics), copies results,
 scraped series out, runs the validation suite, and removes everything, also when interrupted.
 
 Its parts are the package's modules: the data it trains on (`dataset`), how long it says it takes
-(`duration`), and what watches the ranks (`metrics`, with a `node_exporter` per machine).
+(`duration`), and what watches the ranks (`metrics`: a `local_prometheus`, and a `node_exporter` per
+machine).
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ from lab.cli.common.console import CliError, console
 from lab.cli.common.runsource import LocalRuns
 from lab.cli.common.signals import uninterrupted
 from lab.cli.hosts import add_verbose_option
-from lab.cli.support import prometheus
 from lab.cli.try_local import dataset, metrics
 from lab.cli.try_local.duration import estimate, minutes_range
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
 from lab.files import write_file
 from lab.paths import STATE_DIR
+from lab.remote import prometheus
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import MAX_MACHINES, Layout

@@ -19,20 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.cli.common.console import CliError
-from lab.cli.support.prometheus import (
+from lab.cli.try_local import node_exporter
+from lab.cli.try_local.local_prometheus import (
     LocalPrometheus,
-    PrometheusError,
     check_config,
-    describe,
     missing,
-    number,
-    rank_figures,
     scrape_config,
     write_config,
 )
-from lab.cli.try_local import node_exporter
 from lab.cli.try_local.node_exporter import NodeExporter
 from lab.config.monitoring import NODES_JOB, RANKS_JOB
+from lab.remote.prometheus import PrometheusError, describe, number, rank_figures
 from lab.testbed.layout import Layout
 
 SCRAPE_INTERVAL_S = 1  # a try trains for seconds: the cluster's 15 s would catch a sample or two
