@@ -39,8 +39,8 @@ ALLOWED = {
     ("lab/config/workload.py", contract.NO_COMPRESSION),
     ("lab/config/reference.py", contract.NO_COMPRESSION),
     ("lab/cli/doctor/preflight.py", contract.NO_COMPRESSION),
-    ("lab/cli/status.py", contract.NO_COMPRESSION),
-    ("lab/cli/status.py", contract.LATEST_CHECKPOINT),
+    ("lab/cli/status/__init__.py", contract.NO_COMPRESSION),
+    ("lab/cli/status/__init__.py", contract.LATEST_CHECKPOINT),
     ("lab/cluster/registry.py", contract.NO_COMPRESSION),
     ("trainer/numerics.py", contract.NO_COMPRESSION),
 }

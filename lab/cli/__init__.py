@@ -1,5 +1,10 @@
 """`labctl`: the operator's command for the lab, before `pulumi up` (init, doctor) and after it
-(validate, status, wait, results, dashboard)."""
+(validate, status, wait, results, dashboard).
+
+A module per command; a package for a command with helpers of its own (doctor, init, status,
+try_local), which holds them. What several commands share is in `common`; reaching the lab's
+nodes, their cluster and its Prometheus is lab.remote's.
+"""
 
 from __future__ import annotations
 

@@ -1,1 +1,0 @@
-"""Helpers of single `labctl` commands: status' live figures."""
