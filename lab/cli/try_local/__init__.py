@@ -129,6 +129,11 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(
             f"missing host tools: {', '.join(missing)}; install them with scripts/setup.sh as root"
         )
+
+
+def _refuse_leftovers() -> None:
+    """Machines left up, looked for once this try holds the lock: a try still running holds it,
+    so what is found here is a finished `--keep` run's (or a killed one's), never a running try's."""
     if testbed.leftovers(layout()):
         raise CliError(
             "the machines of an earlier `labctl try --keep` are still up;"
@@ -342,9 +347,11 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
 
 
 def run(args: argparse.Namespace) -> int:
-    lay = layout()
     if args.down:
-        remove(lay)
+        # A try that is running holds the lock until its own teardown: its machines are not
+        # leftovers, so --down waits for it rather than pulling them from under it.
+        with testbed.exclusive(_waiting_to_remove):
+            remove(layout())
         console.print("the machines of `labctl try` are removed")
         return 0
     if args.data:
@@ -352,9 +359,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     lay = layout(args.machines)
     images = 50_000 if args.data else dataset.GENERATED_IMAGES[0]
-    _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
-    began = time.monotonic()
     with testbed.exclusive(_waiting), tempfile.TemporaryDirectory(prefix="k8scifar-try-") as work:
+        _refuse_leftovers()
+        _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
+        began = time.monotonic()
         completed = False
         try:
             code = _run_all(args, lay, Path(work), f"try-{datetime.now(UTC):%Y%m%d-%H%M%S}")
@@ -377,6 +385,13 @@ def run(args: argparse.Namespace) -> int:
 def _waiting() -> None:
     console.print(
         f"waiting for a test run or another `labctl try` on this machine to finish ({testbed.LOCK})"
+    )
+
+
+def _waiting_to_remove() -> None:
+    console.print(
+        "a `labctl try` or a test run is using the test machines: waiting for it to finish before"
+        f" removing them ({testbed.LOCK}; Ctrl-C stops waiting and removes nothing)"
     )
 
 
