@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
-from lab.cli.support.prometheus import free_port  # noqa: E402
+from lab.cli.try_local.local_prometheus import free_port  # noqa: E402
 from trainer import distributed, train  # noqa: E402
 from trainer.config import resolve  # noqa: E402
 from trainer.contract import GENERATED  # noqa: E402

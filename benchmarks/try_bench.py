@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.bootstrap_bench import machine, spread
-from lab.cli.support.node_exporter import NODE_EXPORTER
-from lab.cli.support.prometheus import PROMETHEUS
-from lab.cli.support.try_metrics import DATA_FOLDER, SCRAPE_INTERVAL_S
+from lab.cli.try_local.local_prometheus import PROMETHEUS
+from lab.cli.try_local.metrics import DATA_FOLDER, SCRAPE_INTERVAL_S
+from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from lab.cluster.observability import SIZES
 from lab.testbed import processes
 from lab.testbed.layout import CACHE_ROOT

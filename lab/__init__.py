@@ -5,7 +5,7 @@
 - `remote`: commands on the nodes over SSH, and what they say about the cluster;
 - `cluster`: the Kubernetes objects, declared through the bootstrap's kubeconfig;
 - `validation`: the testinfra suite that checks a lab, and its runner;
-- `cli`: `labctl`, its commands, and their helpers in `cli/support`;
+- `cli`: `labctl`, a module or package per command, and what several share in `cli/common`;
 - `testbed`: the local test machines `labctl try` and the integration tests boot.
 
 `paths` finds the checkout's folders; `hosts` keeps the bootstrap's provider at the module path

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lab import config
-from lab.cli.support import runfolders
+from lab.cli.common import runfolders
 from lab.config.facts import API_PORT
 from trainer import contract
 
@@ -26,21 +26,21 @@ SCANNED = ("lab", "trainer")
 ALLOWED = {
     # runfolders.py travels alone to the NFS server's python3, so it cannot import the contract;
     # test_run_folder_names_match_the_contract holds its copy equal.
-    ("lab/cli/support/runfolders.py", contract.STATUS_FILE),
-    ("lab/cli/support/runfolders.py", contract.SUMMARY_FILE),
-    ("lab/cli/support/runfolders.py", contract.METRICS_FILE),
-    ("lab/cli/support/runfolders.py", contract.CHECKPOINTS_DIR),
+    ("lab/cli/common/runfolders.py", contract.STATUS_FILE),
+    ("lab/cli/common/runfolders.py", contract.SUMMARY_FILE),
+    ("lab/cli/common/runfolders.py", contract.METRICS_FILE),
+    ("lab/cli/common/runfolders.py", contract.CHECKPOINTS_DIR),
     # The runs share's folder on the NFS export, not the pods' mount point.
-    ("lab/cli/support/runsource.py", contract.RUNS_MOUNT),
+    ("lab/cli/common/runsource.py", contract.RUNS_MOUNT),
     # "none" and "latest" meaning something else: no gang scheduler, no stack, no GPU fact, an empty cell, no
     # OpenTelemetry exporter, the status document's newest-epoch key, torch's per-image losses.
     ("lab/config/checks.py", contract.NO_COMPRESSION),
     ("lab/config/loading.py", contract.NO_COMPRESSION),
     ("lab/config/workload.py", contract.NO_COMPRESSION),
     ("lab/config/reference.py", contract.NO_COMPRESSION),
-    ("lab/cli/support/preflight.py", contract.NO_COMPRESSION),
-    ("lab/cli/status.py", contract.NO_COMPRESSION),
-    ("lab/cli/status.py", contract.LATEST_CHECKPOINT),
+    ("lab/cli/doctor/preflight.py", contract.NO_COMPRESSION),
+    ("lab/cli/status/__init__.py", contract.NO_COMPRESSION),
+    ("lab/cli/status/__init__.py", contract.LATEST_CHECKPOINT),
     ("lab/cluster/registry.py", contract.NO_COMPRESSION),
     ("trainer/numerics.py", contract.NO_COMPRESSION),
 }

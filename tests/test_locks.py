@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 
-from lab.cli.support.locks import DEV_LOCK, OPERATOR_LOCK, TRAINER_LOCK, canonical, pins
+from lab.cli.doctor.locks import DEV_LOCK, OPERATOR_LOCK, TRAINER_LOCK, canonical, pins
 from lab.paths import ROOT
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support.locks import OPERATOR_LOCK
+from lab.cli.doctor.locks import OPERATOR_LOCK
 from lab.paths import ROOT
 from tests.support.labctl import commands
 from tests.support.tiers import costly

@@ -1,5 +1,10 @@
 """`labctl`: the operator's command for the lab, before `pulumi up` (init, doctor) and after it
-(validate, status, wait, results, dashboard)."""
+(validate, status, wait, results, dashboard).
+
+A module per command; a package for a command with helpers of its own (doctor, init, status,
+try_local), which holds them. What several commands share is in `common`; reaching the lab's
+nodes, their cluster and its Prometheus is lab.remote's.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,15 @@ import sys
 from lab.bootstrap.kubeconfig import KubeconfigError
 from lab.bootstrap.playbook import PlaybookError
 from lab.cli import dashboard, doctor, hosts, init, render, results, status, try_local, validate, wait
-from lab.cli.support.console import CliError, print_error
-from lab.cli.support.signals import Stopped, stopped_like_ctrl_c
+from lab.cli.common.console import CliError, print_error
+from lab.cli.common.signals import Stopped, stopped_like_ctrl_c
 from lab.config import ConfigError
 from lab.files import MachineError, machine_problem
+from lab.remote.server_cluster import ClusterError
 from lab.remote.ssh import SshError
 
 # Failures the operator can fix; anything else is a bug and keeps its traceback.
-EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError, MachineError)
+EXPECTED = (CliError, ConfigError, KubeconfigError, PlaybookError, SshError, ClusterError, MachineError)
 
 
 def build_parser() -> argparse.ArgumentParser:

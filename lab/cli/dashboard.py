@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lab.cli.common.console import CliError, console
+from lab.cli.common.signals import Stopped
+from lab.cli.common.stackarg import add_stack_option, load
 from lab.cli.hosts import kubeconfig_file
-from lab.cli.support.console import CliError, console
-from lab.cli.support.signals import Stopped
-from lab.cli.support.stackarg import add_stack_option, load
 from lab.config import LabConfig, monitoring
 from lab.paths import ROOT
 from trainer.inputs import integer

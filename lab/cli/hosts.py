@@ -19,8 +19,8 @@ from typing import Any
 from lab.bootstrap.inventory import stack_state_dir
 from lab.bootstrap.playbook import PlaybookError, log_file
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs, runner_dir
-from lab.cli.support.console import CliError, console
-from lab.cli.support.stackarg import add_stack_option, flags, load
+from lab.cli.common.console import CliError, console
+from lab.cli.common.stackarg import add_stack_option, flags, load
 from lab.config import LabConfig
 from lab.files import write_file
 from lab.paths import STATE_DIR

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from lab.cli.common.console import CliError, console, plural
+from lab.cli.common.stackarg import add_stack_option, flags, load
 from lab.cli.hosts import kubeconfig_file
-from lab.cli.support.console import CliError, console, plural
-from lab.cli.support.stackarg import add_stack_option, flags, load
 from lab.config import read_stack_values, stack_file
 from lab.files import ensure_folder, write_file
 

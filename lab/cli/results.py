@@ -10,9 +10,9 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.support.console import CliError, console, shown
-from lab.cli.support.runsource import print_problems, runs_source
-from lab.cli.support.stackarg import add_stack_option
+from lab.cli.common.console import CliError, console, shown
+from lab.cli.common.runsource import print_problems, runs_source
+from lab.cli.common.stackarg import add_stack_option
 from trainer.contract import CIFAR10, GENERATED, TRAINED_ON
 from trainer.records import report
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli.support.stackarg import add_stack_option, load
+from lab.cli.common.stackarg import add_stack_option, load
 from lab.validation.runner import validate
 
 

@@ -1,6 +1,6 @@
 """Walking the configuration model's fields, for what describes it to a reader: the generated
 reference (lab/config/reference.py) and the comments of a written stack file
-(lab/cli/support/stackfile.py)."""
+(lab/cli/init/stackfile.py)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,11 @@ GPUs. This names them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from lab.config import LabConfig
+from lab.config import STACKS_DIR, LabConfig
+from lab.remote.server_cluster import kubectl_get
 
 FIX = 'see docs/troubleshooting.md, "GPU not detected"'
 
@@ -53,3 +55,9 @@ def gpu_shortfalls(lab: LabConfig, nodes: Mapping[str, Any]) -> list[str]:
                 f" {node.gpus}: set `gpus: {have}` for it in the stack file or fix the node ({FIX})"
             )
     return lines
+
+
+def gpu_node_lines(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """One line per node whose allocatable GPUs are not the stack's, as the server's kubectl lists
+    the nodes; none on CPU labs."""
+    return gpu_shortfalls(cfg, kubectl_get(cfg, stack, stacks_dir, "nodes")) if cfg.has_gpus else []

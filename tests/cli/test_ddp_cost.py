@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lab.cli.support.ddp_cost import GRADIENT_BYTES, MODELS, Advice, ddp_cost, ring_allreduce_seconds
+from lab.cli.doctor.ddp_cost import GRADIENT_BYTES, MODELS, Advice, ddp_cost, ring_allreduce_seconds
 from lab.config import Model
 from lab.paths import ROOT
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support.locks import OPERATOR_LOCK
-from lab.cli.support.operator_checks import python_dependencies, python_imports
-from lab.cli.support.preflight import (
+from lab.cli.doctor.locks import OPERATOR_LOCK
+from lab.cli.doctor.operator_checks import python_dependencies, python_imports
+from lab.cli.doctor.preflight import (
     ACTIVE_FIREWALL_SCRIPT,
     Listening,
     existing_cluster_finding,

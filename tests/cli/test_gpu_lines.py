@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from lab.cli import main
-from lab.cli.support import pods
 from lab.config import load_stack
+from lab.remote import gpu_nodes, pods
 
 HEALTHY = {"gpu-a": "1", "gpu-b": "1"}
 
@@ -35,7 +35,8 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     def kubectl_get(cfg: Any, stack: str, stacks_dir: Any, *what: str) -> dict[str, Any]:
         return _nodes(answer["nodes"]) if what == ("nodes",) else {"items": []}
 
-    monkeypatch.setattr(pods, "_kubectl_get", kubectl_get)
+    for reader in (gpu_nodes, pods):
+        monkeypatch.setattr(reader, "kubectl_get", kubectl_get)
     return answer
 
 
@@ -63,12 +64,12 @@ def test_status_names_a_gpu_node_that_offers_no_gpu(
 
 
 def test_healthy_gpu_nodes_add_no_line(cluster: dict[str, dict[str, str]]) -> None:
-    assert pods.gpu_node_lines(load_stack("example-gpu"), "example-gpu") == []
+    assert gpu_nodes.gpu_node_lines(load_stack("example-gpu"), "example-gpu") == []
 
 
 def test_cpu_labs_ask_no_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pods, "_kubectl_get", lambda *a: pytest.fail("a CPU lab asked for its nodes"))
-    assert pods.gpu_node_lines(load_stack("example-cpu"), "example-cpu") == []
+    monkeypatch.setattr(gpu_nodes, "kubectl_get", lambda *a: pytest.fail("a CPU lab asked for its nodes"))
+    assert gpu_nodes.gpu_node_lines(load_stack("example-cpu"), "example-cpu") == []
 
 
 class _NoRuns:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from lab.cli import build_parser
-from lab.cli.support.console import one_line, plural
-from lab.cli.support.operator_checks import PULUMI_INSTALL
-from lab.cli.support.try_data import GENERATED_IMAGES
-from lab.cli.support.try_estimate import MEASURED_MACHINES, minutes_range
+from lab.cli.common.console import one_line, plural
+from lab.cli.doctor.operator_checks import PULUMI_INSTALL
 from lab.cli.try_local import EPOCHS
+from lab.cli.try_local.dataset import GENERATED_IMAGES
+from lab.cli.try_local.duration import MEASURED_MACHINES, minutes_range
 from lab.config import STACKS_DIR, ConfigError, all_stacks, load_stack, parse_config
 from lab.paths import STATE_DIR
 from tests.support.labctl import loopback_values, node, write_stack

@@ -15,9 +15,9 @@ import yaml
 from pulumi.dynamic import CreateResult
 
 from lab.bootstrap.resource import HostBootstrapProvider
+from lab.cli.common.console import CliError
 from lab.cli.hosts import kubeconfig_file, record_file, up
 from lab.cli.render import manifests, release_secrets
-from lab.cli.support.console import CliError
 from lab.cluster.program_run import FAKE_GENERATED_SECRET, FAKE_KUBECONFIG, FAKE_TOKEN, run_program
 from lab.config import load_stack, read_stack_values, stack_file
 from tests.support.labctl import assert_one_line_error, labctl, node, write_stack

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support.runsource import LocalRuns
+from lab.cli.common.runsource import LocalRuns
 from tests.support.labctl import assert_one_line_error, labctl, loopback_values, write_stack
 from tests.support.sshd import SERVER, Sshd
 from tests.support.trainer_runs import TINY_NET

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.cli.support import runfolders
-from lab.cli.support.runsource import ExportRuns
+from lab.cli.common import runfolders
+from lab.cli.common.runsource import ExportRuns
 from tests.support.labctl import Result, labctl, loopback_values, write_stack
 from tests.support.sshd import Sshd
 
@@ -160,7 +160,7 @@ def test_the_exports_reader_run_locally_copies_nothing_from_outside(tmp_path: Pa
     assert tarred.returncode == 0, tarred.stderr
     problems = json.loads(tarred.stderr.decode().splitlines()[-1])["problems"]
     assert any("evil/metrics.jsonl: is a pipe" in p for p in problems)
-    from lab.cli.support.runsource import _extract
+    from lab.cli.common.runsource import _extract
 
     _extract(io.BytesIO(tarred.stdout), tmp_path / "copy", "the export")
     assert_copied_only_the_folder(tmp_path / "copy")

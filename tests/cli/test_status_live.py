@@ -18,11 +18,17 @@ from typing import Any
 import pytest
 
 from lab.cli import main
-from lab.cli.support import live, pods
-from lab.cli.support.pods import KubectlFailed
-from lab.cli.support.prometheus import LocalPrometheus, check_config, free_port, scrape_config, write_config
-from lab.cli.support.runsource import LocalRuns
+from lab.cli.common.runsource import LocalRuns
+from lab.cli.try_local.local_prometheus import (
+    LocalPrometheus,
+    check_config,
+    free_port,
+    scrape_config,
+    write_config,
+)
 from lab.config import read_stack_values, stack_file
+from lab.remote import pods, prometheus
+from lab.remote.server_cluster import KubectlFailed
 from tests.support.labctl import labctl, write_stack
 from trainer.pod.telemetry import RankMetrics
 
@@ -52,7 +58,7 @@ class Server:
 def lab_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Server:
     """A stack's cluster listing no rank pods, its runs a local folder, its server's kubectl here."""
     server = Server()
-    monkeypatch.setattr(pods, "_kubectl_get", lambda *a: {"items": []})
+    monkeypatch.setattr(pods, "kubectl_get", lambda *a: {"items": []})
     monkeypatch.setattr("lab.cli.status.runs_source", lambda args: LocalRuns(_runs(tmp_path / "runs")))
 
     def kubectl(cfg: Any, stack: str, stacks_dir: Any, *args: str) -> str:
@@ -61,7 +67,7 @@ def lab_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Server:
             raise server.answer
         return server.answer
 
-    monkeypatch.setattr(live, "server_kubectl", kubectl)
+    monkeypatch.setattr(prometheus, "server_kubectl", kubectl)
     return server
 
 

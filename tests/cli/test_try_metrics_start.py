@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support import try_metrics
-from lab.cli.support.console import CliError
-from lab.cli.support.node_exporter import NODE_EXPORTER
+from lab.cli.common.console import CliError
+from lab.cli.try_local import metrics
+from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from lab.testbed.layout import Layout
 from lab.testbed.processes import command_line
 
@@ -18,11 +18,11 @@ GONE = Layout("nonet", 1, "10.77.9.0/24")  # a machine whose network namespace d
 
 
 def test_an_exporter_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
-    lacking = try_metrics.missing_tools() + (["ip (package iproute2)"] if shutil.which("ip") is None else [])
+    lacking = metrics.missing_tools() + (["ip (package iproute2)"] if shutil.which("ip") is None else [])
     if lacking:
         pytest.skip(f"missing {', '.join(lacking)}: scripts/setup.sh installs them")
     assert not GONE.machines[0].netns_path.exists()
-    with pytest.raises(CliError) as raised, try_metrics.watching(GONE, 9464, tmp_path):
+    with pytest.raises(CliError) as raised, metrics.watching(GONE, 9464, tmp_path):
         pytest.fail("the metrics started without the machine's network namespace")
     message = str(raised.value)
     assert message.startswith(f"the try's metrics could not start: {NODE_EXPORTER} of nonet-node1 exited")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from lab.cli.support.console import one_line
+from lab.cli.common.console import one_line
 from lab.config import ConfigError, LabConfig, load_stack, parse_config
 from lab.config.fields import nested_model
 from lab.config.messages import PATTERN_RULES

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support.console import one_line
+from lab.cli.common.console import one_line
 from lab.config import ConfigError, load_stack, read_stack_values
 from tests.support.labctl import assert_one_line_error, labctl
 

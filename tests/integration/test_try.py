@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 
 from lab import testbed
-from lab.cli.support.prometheus import LocalPrometheus, Series, write_config
-from lab.cli.support.try_metrics import SCRAPE_INTERVAL_S
 from lab.cli.try_local import STACK, layout
+from lab.cli.try_local.local_prometheus import LocalPrometheus, write_config
+from lab.cli.try_local.metrics import SCRAPE_INTERVAL_S
 from lab.cluster.observability import dashboard
 from lab.paths import STATE_DIR
+from lab.remote.prometheus import Series
 from lab.testbed import processes
 from lab.testbed.network import GUEST_LINK
 

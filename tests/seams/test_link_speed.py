@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lab.cli.support.node_exporter import NODE_EXPORTER
-from lab.cli.support.prometheus import (
+from lab.cli.try_local.local_prometheus import (
     LocalPrometheus,
     await_answer,
     free_port,
@@ -22,6 +21,7 @@ from lab.cli.support.prometheus import (
     stop_process,
     write_config,
 )
+from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from lab.cluster.observability import dashboard
 from lab.config.monitoring import NODES_JOB
 

@@ -25,10 +25,11 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.cli.support.prometheus import PrometheusError, check_config, scrape_config, write_config
-from lab.cli.support.try_metrics import SCRAPE_INTERVAL_S, exporters, jobs
 from lab.cli.try_local import layout
+from lab.cli.try_local.local_prometheus import check_config, scrape_config, write_config
+from lab.cli.try_local.metrics import SCRAPE_INTERVAL_S, exporters, jobs
 from lab.config import load_stack
+from lab.remote.prometheus import PrometheusError
 from tests.support.program import cluster_stacks, recorded
 from tests.support.program_objects import prometheus_values
 

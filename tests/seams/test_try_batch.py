@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.support.try_data import GENERATED_IMAGES
+from lab.cli.try_local.dataset import GENERATED_IMAGES
 from lab.testbed import ddp
 from lab.testbed.layout import MAX_MACHINES
 from trainer.loader import few_steps_warning

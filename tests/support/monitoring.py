@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from lab.cli.support.node_exporter import NODE_EXPORTER
-from lab.cli.support.prometheus import PROMETHEUS
+from lab.cli.try_local.local_prometheus import PROMETHEUS
+from lab.cli.try_local.node_exporter import NODE_EXPORTER
 from tests.support.tiers import costly
 
 INSTALL = "install Debian's prometheus and prometheus-node-exporter (scripts/apt-packages.txt)"

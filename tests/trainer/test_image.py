@@ -7,7 +7,7 @@ from importlib.metadata import version
 
 import pytest
 
-from lab.cli.support.locks import DEV_LOCK, TRAINER_LOCK, pins
+from lab.cli.doctor.locks import DEV_LOCK, TRAINER_LOCK, pins
 from lab.config import Trainer
 from tests.support.trainer_runs import ROOT
 

@@ -1,45 +1,32 @@
-"""Asking a Prometheus for the ranks' live figures, and a Prometheus of its own for `labctl try`.
+"""Asking a Prometheus for the ranks' live figures: one this machine reaches over HTTP (`labctl
+status --prometheus URL`, or the one `labctl try` runs), or the lab's own through the API server's
+service proxy, by the server's kubectl over SSH (no port-forward, nothing exposed).
 
 Prometheus' HTTP API (prometheus/prometheus web/api/v1/api.go, docs/querying/api.md): `GET
 /api/v1/query?query=Q[&time=T]` answers `{"status": "success", "data": {"resultType": "vector",
 "result": [{"metric": {labels}, "value": [T, "V"]}]}}`; `/api/v1/query_range?query=Q&start=S&end=E&step=D`
 answers a `matrix`, each series with `values`; an error is `{"status": "error", "errorType", "error"}`.
-Values are text ("NaN" included). Standard library only: `labctl status` uses it, and labctl stays
-light.
-
-`LocalPrometheus` is Debian's `prometheus` (2.42 on Debian 12, from scripts/apt-packages.txt) run
-as a plain process on the operator's machine with a scrape configuration the lab writes: `labctl
-try` points it at the ranks on its test machines. Its configuration is checked with the package's
-own `promtool check config` before it starts.
+Values are text ("NaN" included). HTTP with the standard library only: `labctl status` uses it, and
+labctl stays light.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
-import signal
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from lab.files import write_file
+from lab.config import LabConfig, monitoring
+from lab.remote.server_cluster import KubectlFailed, server_kubectl
 
 # The ranks' series `status` and `try` show (trainer/pod/telemetry.py SERIES).
 LIVE_SERIES = ("trainer_step", "trainer_epoch", "trainer_train_loss", "trainer_images_per_second")
 TIMEOUT_S = 10
-PROMETHEUS = "prometheus"
-PROMTOOL = "promtool"
-READY_TIMEOUT_S = 30
 
 
 class PrometheusError(RuntimeError):
@@ -158,146 +145,39 @@ class HttpPrometheus:
         return found
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@dataclass(frozen=True)
+class ProxiedPrometheus:
+    """The lab's Prometheus, through `kubectl get --raw` on the server and the API server's proxy."""
 
-
-def scrape_config(jobs: Mapping[str, Mapping[str, str]], interval_s: int) -> dict[str, Any]:
-    """A Prometheus configuration with a job per entry of `jobs` (job name -> its targets, each
-    `address:port` -> node name, kept as the `node` label), every target scraped every
-    `interval_s` seconds."""
-    return {
-        "global": {"scrape_interval": f"{interval_s}s", "evaluation_interval": f"{interval_s}s"},
-        "scrape_configs": [
-            {
-                "job_name": job,
-                "scrape_timeout": f"{interval_s}s",
-                "static_configs": [
-                    {"targets": [address], "labels": {"node": node}} for address, node in targets.items()
-                ],
-            }
-            for job, targets in jobs.items()
-        ],
-    }
-
-
-def check_config(path: Path, syntax_only: bool = False) -> None:
-    """`promtool check config PATH` (with --syntax-only: no file it names must exist here)."""
-    command = [PROMTOOL, "check", "config", *(["--syntax-only"] if syntax_only else []), str(path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    if done.returncode != 0:
-        text = (done.stdout + done.stderr).strip().splitlines()
-        raise PrometheusError(f"promtool finds {path} invalid: {text[-1] if text else 'no output'}")
-
-
-def missing() -> list[str]:
-    """The tools of Debian's `prometheus` package that this machine lacks."""
-    return [tool for tool in (PROMETHEUS, PROMTOOL) if shutil.which(tool) is None]
-
-
-@dataclass
-class LocalPrometheus:
-    """Prometheus on this machine, scraping `config` into `data`, its API on 127.0.0.1:`port`."""
-
-    config: Path
-    data: Path
-    port: int = field(default_factory=free_port)
-    log: Path | None = None
-    process: subprocess.Popen[bytes] | None = None
+    cfg: LabConfig
+    stack: str
+    stacks_dir: Path
 
     @property
-    def api(self) -> HttpPrometheus:
-        return HttpPrometheus(f"http://127.0.0.1:{self.port}")
+    def where(self) -> str:
+        return (
+            f"{monitoring.PROMETHEUS_SERVICE} in {monitoring.monitoring_namespace(self.cfg)},"
+            f" through the API server on {self.cfg.server.name}"
+        )
 
-    def command(self) -> list[str]:
-        return [
-            PROMETHEUS,
-            f"--config.file={self.config}",
-            f"--storage.tsdb.path={self.data}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-        ]
-
-    def start(self) -> None:
-        """Start it and wait until its API answers (`/-/ready`)."""
-        log = self.log or self.data.with_suffix(".log")
-        self.process = start_logged(self.command(), log)
+    def query(self, promql: str) -> list[Series]:
+        path = monitoring.prometheus_api_path(self.cfg, "query", {"query": promql})
         try:
-            await_answer(self.process, f"{self.api.url}/-/ready", PROMETHEUS, log)
-        except PrometheusError:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        """SIGTERM, which closes its database cleanly; SIGKILL if it lingers (safe to call twice)."""
-        stop_process(self.process)
-
-
-def start_logged(command: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """`command` started with its output into `log`."""
-    with open(log, "wb") as out:  # the child holds its own copy
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-
-
-def await_answer(process: subprocess.Popen[bytes], url: str, what: str, log: Path) -> None:
-    """Wait until `url` answers 200, or say why not: `process` exited, or the time ran out."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise PrometheusError(f"{what} exited ({process.returncode}) as it started: {last_log_line(log)}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise PrometheusError(f"{what} did not answer within {READY_TIMEOUT_S} s: {last_log_line(log)}")
-
-
-def last_log_line(log: Path) -> str:
-    try:
-        lines = log.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "no log"
-    return lines[-1] if lines else "no log"
-
-
-def stop_process(process: subprocess.Popen[bytes] | None) -> None:
-    """SIGTERM, SIGKILL if it lingers (safe to call twice, or before a start)."""
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def write_config(path: Path, config: Mapping[str, Any]) -> Path:
-    write_file(path, yaml.safe_dump(dict(config), sort_keys=False), 0o644)
-    return path
+            return parse(server_kubectl(self.cfg, self.stack, self.stacks_dir, "get", "--raw", path))
+        except KubectlFailed as err:
+            raise PrometheusError(f"Prometheus is not reachable ({err.last})") from None
 
 
 __all__ = [
     "LIVE_SERIES",
     "HttpPrometheus",
-    "LocalPrometheus",
     "PrometheusError",
+    "ProxiedPrometheus",
     "RankFigures",
     "Series",
-    "await_answer",
-    "check_config",
     "describe",
     "last_values_query",
     "live_query",
-    "missing",
     "parse",
     "rank_figures",
-    "scrape_config",
-    "start_logged",
-    "stop_process",
-    "write_config",
 ]

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.cli.support.console import CliError
+from lab.cli.common.console import CliError
 from lab.testbed import ddp
 from lab.testbed.layout import CACHE_ROOT
 from trainer.contract import DATASET_FOLDER, TEST_FILE, TRAIN_FILES

@@ -1,52 +1,25 @@
-"""The ranks' live figures from Prometheus, for `labctl status`: the lab's own Prometheus asked
-through the API server's service proxy by the server's kubectl over SSH (no port-forward, nothing
-exposed), or any Prometheus this machine reaches (`--prometheus URL`)."""
+"""The ranks' live figures in `labctl status`: whom to ask (the lab's own Prometheus through the
+API server's service proxy, or any Prometheus this machine reaches, `--prometheus URL`), and a
+table of what it answers, or one line saying why there is none."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from lab.cli.support.console import console
-from lab.cli.support.pods import KubectlFailed, server_kubectl
-from lab.cli.support.prometheus import (
+from lab.cli.common.console import console
+from lab.config import LabConfig
+from lab.remote.prometheus import (
     HttpPrometheus,
     PrometheusError,
+    ProxiedPrometheus,
     RankFigures,
-    Series,
     live_query,
     number,
-    parse,
     rank_figures,
 )
-from lab.config import LabConfig, monitoring
-
-
-@dataclass(frozen=True)
-class ProxiedPrometheus:
-    """The lab's Prometheus, through `kubectl get --raw` on the server and the API server's proxy."""
-
-    cfg: LabConfig
-    stack: str
-    stacks_dir: Path
-
-    @property
-    def where(self) -> str:
-        return (
-            f"{monitoring.PROMETHEUS_SERVICE} in {monitoring.monitoring_namespace(self.cfg)},"
-            f" through the API server on {self.cfg.server.name}"
-        )
-
-    def query(self, promql: str) -> list[Series]:
-        path = monitoring.prometheus_api_path(self.cfg, "query", {"query": promql})
-        try:
-            return parse(server_kubectl(self.cfg, self.stack, self.stacks_dir, "get", "--raw", path))
-        except KubectlFailed as err:
-            raise PrometheusError(f"Prometheus is not reachable ({err.last})") from None
 
 
 def add_prometheus_option(parser: argparse.ArgumentParser) -> None:

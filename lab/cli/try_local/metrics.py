@@ -1,6 +1,6 @@
 """`labctl try`'s Prometheus: the real one (Debian's package) on this machine, scraping the ranks
 on the test machines over their bridge while they train, as the lab's Prometheus scrapes the pods,
-and each machine's node exporter (lab.cli.support.node_exporter), as it scrapes each node's.
+and each machine's node exporter (lab.cli.try_local.node_exporter), as it scrapes each node's.
 
 The scrape configuration is checked with `promtool check config` before Prometheus starts. Each
 rank serves on the stack's `observability.metricsPort` (`train --metrics-port`) at its machine's
@@ -18,21 +18,18 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.cli.support import node_exporter
-from lab.cli.support.console import CliError
-from lab.cli.support.node_exporter import NodeExporter
-from lab.cli.support.prometheus import (
+from lab.cli.common.console import CliError
+from lab.cli.try_local import node_exporter
+from lab.cli.try_local.local_prometheus import (
     LocalPrometheus,
-    PrometheusError,
     check_config,
-    describe,
     missing,
-    number,
-    rank_figures,
     scrape_config,
     write_config,
 )
+from lab.cli.try_local.node_exporter import NodeExporter
 from lab.config.monitoring import NODES_JOB, RANKS_JOB
+from lab.remote.prometheus import PrometheusError, describe, number, rank_figures
 from lab.testbed.layout import Layout
 
 SCRAPE_INTERVAL_S = 1  # a try trains for seconds: the cluster's 15 s would catch a sample or two

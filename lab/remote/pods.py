@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.cli.support.console import CliError
-from lab.config import STACKS_DIR, LabConfig, stack_flags
-from lab.remote.gpu_nodes import gpu_shortfalls
-from lab.remote.server_cluster import KUBECTL, NO_CLUSTER, cluster_probe, no_cluster
-from lab.remote.ssh import Remote
+from lab.config import STACKS_DIR, LabConfig
+from lab.remote.server_cluster import kubectl_get
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -78,44 +73,7 @@ def ranks(pods: dict[str, Any], ranks_per_pod: int = 1) -> list[Rank]:
     return sorted(found, key=lambda r: (r.component != training.COMPONENT, r.index, r.pod))
 
 
-def server_kubectl(cfg: LabConfig, stack: str, stacks_dir: Path, *args: str) -> str:
-    """`kubectl ARGS` by the server's own kubectl (admin kubeconfig, under sudo): its output."""
-    _, kubectl = KUBECTL[cfg.distribution]
-    script = f"{cluster_probe(cfg)}; sudo -n {kubectl} {shlex.join(args)}"
-    server = Remote.of(stack, cfg.ssh, cfg.server)
-    done = server.run(script, timeout=60)
-    if done.returncode == NO_CLUSTER:
-        raise CliError(no_cluster(cfg, stack, stacks_dir))
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
-        raise KubectlFailed(
-            f"kubectl on {cfg.server.name} failed: {last};"
-            f" check `labctl validate {stack_flags(stack, stacks_dir)}`",
-            last,
-        )
-    return done.stdout
-
-
-class KubectlFailed(CliError):
-    """The server's kubectl ran and failed; `last` is the last line it wrote."""
-
-    def __init__(self, message: str, last: str) -> None:
-        super().__init__(message)
-        self.last = last
-
-
-def _kubectl_get(cfg: LabConfig, stack: str, stacks_dir: Path, *what: str) -> dict[str, Any]:
-    """`kubectl get WHAT -o json` by the server's own kubectl."""
-    return json.loads(server_kubectl(cfg, stack, stacks_dir, "get", *what, "-o", "json"))
-
-
 def training_ranks(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[Rank]:
     """The lab namespace's training pods, as the server's kubectl lists them."""
-    pods = _kubectl_get(cfg, stack, stacks_dir, "pods", "-n", cfg.namespace)
+    pods = kubectl_get(cfg, stack, stacks_dir, "pods", "-n", cfg.namespace)
     return ranks(pods, cfg.world.ranks_per_pod)
-
-
-def gpu_node_lines(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[str]:
-    """One line per node whose allocatable GPUs are not the stack's (lab.remote.gpu_nodes); none on
-    CPU labs."""
-    return gpu_shortfalls(cfg, _kubectl_get(cfg, stack, stacks_dir, "nodes")) if cfg.has_gpus else []

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.cli.support.prometheus import await_answer, start_logged, stop_process
+from lab.cli.try_local.local_prometheus import await_answer, start_logged, stop_process
 from lab.config.monitoring import NODE_EXPORTER_PORT
 from lab.testbed.layout import Machine
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from lab.cli.support.console import CliError
+from lab.cli.common.console import CliError
 from lab.config import Node
 from lab.remote.ssh import Remote, SshError
 

@@ -10,8 +10,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from lab.cli.support.console import Finding, Level
-from lab.cli.support.locks import OPERATOR_LOCK, pins
+from lab.cli.common.console import Finding, Level
+from lab.cli.doctor.locks import OPERATOR_LOCK, pins
 
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 OPERATOR = "operator"

@@ -1,5 +1,6 @@
 """`labctl status`: the training run as it stands: ranks and their nodes, the ranks' live figures
-from Prometheus where the lab has it, epoch, loss, accuracy, throughput, ETA and restarts."""
+from Prometheus where the lab has it (the package's `live`), epoch, loss, accuracy, throughput,
+ETA and restarts."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from typing import Any
 
 from rich.table import Table
 
-from lab.cli.support import live
-from lab.cli.support.console import CliError, console, errors, shown
-from lab.cli.support.pods import Rank, gpu_node_lines, training_ranks
-from lab.cli.support.runsource import print_problems, run_option, runs_source
-from lab.cli.support.stackarg import add_stack_option, flags, load
+from lab.cli.common.console import CliError, console, errors, shown
+from lab.cli.common.runsource import print_problems, run_option, runs_source
+from lab.cli.common.stackarg import add_stack_option, flags, load
+from lab.cli.status import live
 from lab.config import STACKS_DIR
+from lab.remote.gpu_nodes import gpu_node_lines
+from lab.remote.pods import Rank, training_ranks
 from trainer.contract import TRAINED_ON
 
 

@@ -5,8 +5,12 @@ It brings up that many systemd-nspawn machines (lab.testbed), bootstraps them wi
 through the runner `pulumi up` uses (`labctl hosts up`, with the `testbed` stack's settings, which
 skip the Kubernetes install), trains CIFAR-10 with DDP across all of them (one torchrun per machine,
 ranks talking Gloo over the machines' own links: lab.testbed.ddp) while a real Prometheus on this
-machine scrapes each rank's metrics (lab.cli.support.try_metrics), copies results, plots and the
+machine scrapes each rank's metrics (lab.cli.try_local.metrics), copies results, plots and the
 scraped series out, runs the validation suite, and removes everything, also when interrupted.
+
+Its parts are the package's modules: the data it trains on (`dataset`), how long it says it takes
+(`duration`), and what watches the ranks (`metrics`: a `local_prometheus`, and a `node_exporter` per
+machine).
 """
 
 from __future__ import annotations
@@ -29,15 +33,16 @@ import yaml
 
 from lab import testbed
 from lab.cli import hosts
+from lab.cli.common.console import CliError, console
+from lab.cli.common.runsource import LocalRuns
+from lab.cli.common.signals import uninterrupted
 from lab.cli.hosts import add_verbose_option
-from lab.cli.support import prometheus, try_data, try_metrics
-from lab.cli.support.console import CliError, console
-from lab.cli.support.runsource import LocalRuns
-from lab.cli.support.signals import uninterrupted
-from lab.cli.support.try_estimate import estimate, minutes_range
+from lab.cli.try_local import dataset, metrics
+from lab.cli.try_local.duration import estimate, minutes_range
 from lab.config import PROJECT, LabConfig, load_stack, read_stack_values, stack_file
 from lab.files import write_file
 from lab.paths import STATE_DIR
+from lab.remote import prometheus
 from lab.testbed import ddp
 from lab.testbed.commands import missing_tools
 from lab.testbed.layout import MAX_MACHINES, Layout
@@ -119,11 +124,16 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(f"--out {args.out}: {problem}; name a folder this user can write")
     if os.geteuid() != 0:
         raise CliError("labctl try needs root (network namespaces, mounts, machines): run it with sudo")
-    missing = missing_tools() + try_metrics.missing_tools()
+    missing = missing_tools() + metrics.missing_tools()
     if missing:
         raise CliError(
             f"missing host tools: {', '.join(missing)}; install them with scripts/setup.sh as root"
         )
+
+
+def _refuse_leftovers() -> None:
+    """Machines left up, looked for once this try holds the lock: a try still running holds it,
+    so what is found here is a finished `--keep` run's (or a killed one's), never a running try's."""
     if testbed.leftovers(layout()):
         raise CliError(
             "the machines of an earlier `labctl try --keep` are still up;"
@@ -168,7 +178,7 @@ def _plan(args: argparse.Namespace, epochs: int, images: int) -> None:
         f" (stack {BASE_STACK}'s settings: packages, kernel settings, NFS export folders, registry mirror)\n"
         f"  3. DDP training across the {lay.count} machines, one rank each, over their own network: {data},"
         f" {epochs} epochs of a narrow network; a Prometheus on this machine scrapes every rank and each"
-        f" machine's node exporter every {try_metrics.SCRAPE_INTERVAL_S} s and is asked for the ranks'"
+        f" machine's node exporter every {metrics.SCRAPE_INTERVAL_S} s and is asked for the ranks'"
         " figures at the end\n"
         f"  4. results and plots into {args.out}/, then the validation suite\n"
         f"  5. {ending}\n"
@@ -234,17 +244,15 @@ def _follow(job: ddp.DdpJob, timeout: float) -> list[int]:
     return job.wait(1)
 
 
-def _train(
-    lay: Layout, data: try_data.Dataset, epochs: int, name: str, runs: Path, metrics_port: int
-) -> None:
+def _train(lay: Layout, data: dataset.Dataset, epochs: int, name: str, runs: Path, metrics_port: int) -> None:
     args = [
         *ddp.small_run(data.root, runs, name, epochs, lay.count),
-        *("--metrics-port", str(metrics_port), "--metrics-linger", str(try_metrics.LINGER_S)),
+        *("--metrics-port", str(metrics_port), "--metrics-linger", str(metrics.LINGER_S)),
     ]
     job = ddp.DdpJob(lay, args, name, COLLECTIVE_TIMEOUT_S)
     job.start()
     try:
-        codes = _follow(job, timeout=estimate(data.images, epochs, lay.count) * 4 + try_metrics.LINGER_S)
+        codes = _follow(job, timeout=estimate(data.images, epochs, lay.count) * 4 + metrics.LINGER_S)
     finally:
         job.stop()
     if any(codes):
@@ -291,7 +299,7 @@ def _validate(lay: Layout, run_folder: Path) -> int:
 
 def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> int:
     _step(f"data: checking {args.data}" if args.data else "data: preparing the training images")
-    data = try_data.choose(args.data, args.generated, work)
+    data = dataset.choose(args.data, args.generated, work)
     console.print(f"  {data.note}", soft_wrap=True)
     epochs = args.epochs or EPOCHS["real" if data.real else "generated"]
     with _timed(f"1/5 machines: creating and booting {lay.count} Debian 12 machines"):
@@ -302,7 +310,7 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
     port = cfg.observability.metrics_port  # where the ranks serve, as in the lab's pods
     # Started now: Prometheus hands new targets to its scrapers only every 5 s (its discovery
     # manager's update interval), and the first steps come soon after training starts.
-    with try_metrics.watching(lay, port, work) as watched:
+    with metrics.watching(lay, port, work) as watched:
         with _timed("2/5 bootstrap: site.yml with the lab's roles (a line per play and machine)"):
             # The full log, every task's line, kept with the run: the stack's state goes at teardown.
             hosts.up(cfg, STACK, args.verbose, log_copy=run_folder / BOOTSTRAP_LOG)
@@ -329,8 +337,8 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
         code = _validate(lay, run_folder)
     console.print(
         f"results and plots in {run_folder}/: summary.json, metrics.jsonl, curves.png, validation.txt,"
-        f" {BOOTSTRAP_LOG}, and the series Prometheus scraped ({try_metrics.DATA_FOLDER}/, with its"
-        f" {try_metrics.CONFIG_FILE})"
+        f" {BOOTSTRAP_LOG}, and the series Prometheus scraped ({metrics.DATA_FOLDER}/, with its"
+        f" {metrics.CONFIG_FILE})"
     )
     console.print(
         f"  labctl results --runs-dir {args.out}   # every run there; status --runs-dir: the latest"
@@ -339,19 +347,22 @@ def _run_all(args: argparse.Namespace, lay: Layout, work: Path, name: str) -> in
 
 
 def run(args: argparse.Namespace) -> int:
-    lay = layout()
     if args.down:
-        remove(lay)
+        # A try that is running holds the lock until its own teardown: its machines are not
+        # leftovers, so --down waits for it rather than pulling them from under it.
+        with testbed.exclusive(_waiting_to_remove):
+            remove(layout())
         console.print("the machines of `labctl try` are removed")
         return 0
     if args.data:
-        try_data.given(args.data)
+        dataset.given(args.data)
     _check(args)
     lay = layout(args.machines)
-    images = 50_000 if args.data else try_data.GENERATED_IMAGES[0]
-    _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
-    began = time.monotonic()
+    images = 50_000 if args.data else dataset.GENERATED_IMAGES[0]
     with testbed.exclusive(_waiting), tempfile.TemporaryDirectory(prefix="k8scifar-try-") as work:
+        _refuse_leftovers()
+        _plan(args, args.epochs or EPOCHS["real" if args.data else "generated"], images)
+        began = time.monotonic()
         completed = False
         try:
             code = _run_all(args, lay, Path(work), f"try-{datetime.now(UTC):%Y%m%d-%H%M%S}")
@@ -374,6 +385,13 @@ def run(args: argparse.Namespace) -> int:
 def _waiting() -> None:
     console.print(
         f"waiting for a test run or another `labctl try` on this machine to finish ({testbed.LOCK})"
+    )
+
+
+def _waiting_to_remove() -> None:
+    console.print(
+        "a `labctl try` or a test run is using the test machines: waiting for it to finish before"
+        f" removing them ({testbed.LOCK}; Ctrl-C stops waiting and removes nothing)"
     )
 
 

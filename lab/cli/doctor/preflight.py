@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 
 from lab.bootstrap.inventory import NODE_STATE_DIR
-from lab.cli.support.console import Finding, Level
-from lab.cli.support.gpu_fit import gpu_problems
+from lab.cli.common.console import Finding, Level
+from lab.cli.doctor.gpu_fit import gpu_problems
 from lab.config import EPHEMERAL_PORTS, LabConfig, Node, cluster_ports
 from lab.config.facts import (
     BUILD_PROFILE,

@@ -1,4 +1,7 @@
-"""`labctl init`: from the machines' addresses to a checked, commented stacks/Pulumi.<name>.yaml."""
+"""`labctl init`: from the machines' addresses to a checked, commented stacks/Pulumi.<name>.yaml.
+
+The package's `stackfile` writes the file with the configuration model's own descriptions.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +15,9 @@ from pathlib import Path
 from rich.prompt import Prompt
 from rich.table import Table
 
-from lab.cli.support.console import CliError, console
-from lab.cli.support.stackarg import add_stack_option
-from lab.cli.support.stackfile import render_stack
+from lab.cli.common.console import CliError, console
+from lab.cli.common.stackarg import add_stack_option
+from lab.cli.init.stackfile import render_stack
 from lab.config import (
     Distribution,
     HostKeyPolicy,

@@ -1,14 +1,19 @@
-"""`labctl doctor`: everything a `pulumi up` needs, checked before it runs, each finding with its fix."""
+"""`labctl doctor`: everything a `pulumi up` needs, checked before it runs, each finding with its fix.
+
+Its checks are the package's modules: the operator's machine against the lock (`operator_checks`,
+`locks`), each node over SSH (`preflight`, `gpu_fit`), the links between the nodes (`bandwidth`),
+and what the slowest link means for DDP (`ddp_cost`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import itertools
 
-from lab.cli.support import bandwidth, operator_checks, preflight
-from lab.cli.support.console import CliError, Finding, Level, console, plural, print_findings
-from lab.cli.support.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
-from lab.cli.support.stackarg import add_stack_option, load
+from lab.cli.common.console import CliError, Finding, Level, console, plural, print_findings
+from lab.cli.common.stackarg import add_stack_option, load
+from lab.cli.doctor import bandwidth, operator_checks, preflight
+from lab.cli.doctor.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
 from lab.config import Compression, LabConfig, Placement
 from lab.remote.ssh import Remote, SshError
 from trainer.inputs import integer

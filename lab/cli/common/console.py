@@ -14,7 +14,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from lab.cli.support.runfolders import printable
+from lab.cli.common.runfolders import printable
 from lab.config import ConfigError
 
 # Piped or redirected output has no terminal to fit: rich would fold every table to 80 columns.
