@@ -34,11 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
 from lab.cli.try_local.local_prometheus import free_port  # noqa: E402
-from trainer import distributed, run_state, train  # noqa: E402
+from trainer import distributed, train  # noqa: E402
 from trainer.config import resolve  # noqa: E402
 from trainer.contract import GENERATED  # noqa: E402
 from trainer.data import Split  # noqa: E402
 from trainer.hyperparameters import GLOBAL_BATCHNORM, RANK_BATCHNORM  # noqa: E402
+from trainer.pod import run_state  # noqa: E402
 
 MODES = (RANK_BATCHNORM, GLOBAL_BATCHNORM)
 

@@ -41,10 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
-from trainer import checkpoint  # noqa: E402
-from trainer.contract import CIFAR10  # noqa: E402
+from trainer.contract import AIRBENCH, CIFAR10  # noqa: E402
 from trainer.data import provenance  # noqa: E402
+from trainer.hyperparameters import value  # noqa: E402
 from trainer.model import RECIPES, Airbench, param_groups  # noqa: E402
+from trainer.records import checkpoint  # noqa: E402
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 WORKER = ROOT / "benchmarks" / "airbench_worker.py"
@@ -323,9 +324,9 @@ def checkpoint_seconds(work: Path) -> tuple[float, float, float]:
     median seconds the step loop waits for it (the host copy `checkpoint.Writer` takes before its
     thread writes), and its MB."""
     net = Airbench(64)
-    recipe = RECIPES["airbench"]
+    lr, decay = value("lr", AIRBENCH), value("weight_decay", AIRBENCH)
     optimizer = torch.optim.SGD(
-        param_groups(net, recipe, recipe.lr, recipe.weight_decay), lr=recipe.lr, momentum=0.85
+        param_groups(net, RECIPES[AIRBENCH], lr, decay), lr=lr, momentum=value("momentum", AIRBENCH)
     )
     net(torch.randn(8, 3, 32, 32)).sum().backward()
     optimizer.step()

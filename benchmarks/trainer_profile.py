@@ -28,10 +28,11 @@ from torch.profiler import ProfilerActivity, profile
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer import distributed, run_state, train  # noqa: E402
+from trainer import distributed, train  # noqa: E402
 from trainer.config import resolve  # noqa: E402
 from trainer.contract import GENERATED  # noqa: E402
 from trainer.data import Split  # noqa: E402
+from trainer.pod import run_state  # noqa: E402
 
 EPOCHS = 5  # timed per variant, after one warm-up epoch
 

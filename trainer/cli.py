@@ -15,19 +15,19 @@ from typing import Any, NoReturn
 
 from trainer import contract, inputs, sweep
 from trainer.errors import ELASTIC_ERROR_FILE, MachineError, TrainerError, machine_problem, report
-from trainer.hyperparameters import BATCHNORMS, GLOBAL_BATCHNORM, RULES, HyperparameterError
+from trainer.hyperparameters import CIFAR10_TRAIN_IMAGES, HYPERPARAMETERS, Choice, HyperparameterError, Rule
 
 
-def _rule(name: str) -> Callable[[str], Any]:
-    """An argparse type for hyperparameter `name`, checked by its rule in trainer.hyperparameters."""
+def _rule(rule: Rule) -> Callable[[str], Any]:
+    """An argparse type for a hyperparameter, checked by its rule in trainer.hyperparameters."""
 
     def parse(text: str) -> Any:
         try:
-            return RULES[name].parse(text)
+            return rule.parse(text)
         except HyperparameterError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
 
-    parse.__name__ = RULES[name].kind.__name__
+    parse.__name__ = rule.kind.__name__
     return parse
 
 
@@ -76,40 +76,15 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--run-name", required=True, type=_run_name, help="this run's folder under --runs (a plain name)"
     )
-    train.add_argument("--model", choices=contract.MODELS, default=contract.AIRBENCH)
-    train.add_argument("--width", type=_rule("width"), default=64, help="channels of the first block")
     budget = train.add_mutually_exclusive_group()
-    budget.add_argument(
-        "--epochs", type=_rule("epochs"), help="whole epochs; default: the model's recipe (airbench: 9.9)"
-    )
-    budget.add_argument(
-        "--steps", type=_rule("steps"), help="optimizer steps in all; the last epoch may end partway"
-    )
-    train.add_argument(
-        "--batch-size", type=_rule("batch_size"), default=1024, help="global, whatever the ranks"
-    )
-    train.add_argument("--lr", type=_rule("lr"), help="peak learning rate; default: the recipe's")
-    train.add_argument("--weight-decay", type=_rule("weight_decay"), help="default: the recipe's")
-    train.add_argument("--momentum", type=_rule("momentum"), help="default: the recipe's")
-    train.add_argument("--label-smoothing", type=_rule("label_smoothing"), help="default: the recipe's")
-    train.add_argument("--seed", type=_rule("seed"), default=0)
-    train.add_argument(
-        "--cutout", type=_rule("cutout"), default=0, help="side of the cut-out square (0: none)"
-    )
-    train.add_argument("--tta", type=int, choices=(0, 1, 2), default=2, help="test-time augmentation level")
-    train.add_argument(
-        "--accumulate", type=_rule("accumulate"), default=1, help="micro-batches per rank and step"
-    )
+    for name, row in HYPERPARAMETERS.items():
+        where = budget if name in ("epochs", "steps") else train
+        flag = "--" + name.replace("_", "-")
+        if isinstance(row.rule, Rule):
+            where.add_argument(flag, type=_rule(row.rule), default=row.common, help=row.help())
+        elif isinstance(row.rule, Choice):
+            where.add_argument(flag, choices=row.rule.options, default=row.common, help=row.help())
     train.add_argument("--backend", choices=contract.BACKENDS, default=contract.AUTO)
-    train.add_argument("--compression", choices=contract.COMPRESSIONS, default=contract.NO_COMPRESSION)
-    train.add_argument(
-        "--batchnorm",
-        choices=BATCHNORMS,
-        default=GLOBAL_BATCHNORM,
-        help="BatchNorm statistics over the global batch (default) or each rank's own share",
-    )
-    train.add_argument("--target-accuracy", type=_rule("target_accuracy"), default=0.94)
-    train.add_argument("--checkpoint-keep", type=_rule("checkpoint_keep"), default=3)
     train.add_argument(
         "--timeout-seconds", type=_positive, help="collective timeout (env LAB_COLLECTIVE_TIMEOUT)"
     )
@@ -165,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     download.add_argument("--dir", type=Path, required=True)
     synthetic = data.add_parser("synthetic", help="write a learnable dataset in CIFAR-10's pickle format")
     synthetic.add_argument("--dir", type=Path, required=True)
-    synthetic.add_argument("--train", type=_positive, default=50000)
+    synthetic.add_argument("--train", type=_positive, default=CIFAR10_TRAIN_IMAGES)
     synthetic.add_argument("--test", type=_positive, default=10000)
     synthetic.add_argument("--seed", type=int, default=0)
 
@@ -192,8 +167,9 @@ def _train(args: argparse.Namespace) -> int:
         options.update(chosen)
         run_dir = run_dir / str(index)
     # torch loads only once the sweep checks have passed, so a bad sweep input fails at once.
-    from trainer import data, distributed, lifecycle, run_state
+    from trainer import data, distributed
     from trainer.config import resolve
+    from trainer.pod import lifecycle, run_state
 
     place = distributed.topology(os.environ)
     distributed.apply_socket_interfaces(os.environ)
@@ -244,10 +220,10 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from trainer.metrics import RunFolder
+    from trainer.records.metrics import RunFolder
 
     if args.ready is not None:
-        from trainer import readiness
+        from trainer.pod import readiness
 
         problem = readiness.check(args.ready)
         print(problem or f"{args.ready}: training")
@@ -275,14 +251,14 @@ def _sweep(args: argparse.Namespace) -> int:
         count = sweep.write_sweep_file(sweep.read_space(args.space), args.out)
         print(f"{count} hyperparameter sets written to {args.out}")
         return 0
-    from trainer import report
+    from trainer.records import report
 
     rows = report.collect(args.dir)
     parameters = report.varied(rows)
     print(report.table(rows, parameters))
     print(report.trained_on(rows))
     if args.plot:
-        from trainer import plots
+        from trainer.records import plots
 
         plots.sweep(rows, parameters, args.plot, report.trained_on(rows))
         print(f"plot written to {args.plot}")

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.errors import TrainerError
-from trainer.hyperparameters import GLOBAL_BATCHNORM, MAX_EPOCHS
-from trainer.model import RECIPES
+from trainer.hyperparameters import MAX_EPOCHS, value
 
 
 class ConfigurationError(TrainerError, ValueError):
@@ -49,7 +48,7 @@ class TrainConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def budget(options: dict[str, Any], train_images: int) -> tuple[int, int]:
+def budget(options: dict[str, Any], batch_size: int, train_images: int) -> tuple[int, int]:
     """(epochs, steps) of a run: `steps` as given, or whole `epochs`, or else the recipe's epochs,
     whose fraction ends partway through the last as airbench94 counts it (ceil(steps an epoch x
     epochs)); the epochs are those the steps reach."""
@@ -57,13 +56,10 @@ def budget(options: dict[str, Any], train_images: int) -> tuple[int, int]:
     if epochs is not None and steps is not None:
         raise ConfigurationError(f"--epochs {epochs} and --steps {steps} both set the budget: give one")
     # The loader refuses a batch larger than the data; one step an epoch keeps this arithmetic whole.
-    per_epoch = max(train_images // int(options["batch_size"]), 1)
+    per_epoch = max(train_images // batch_size, 1)
     if steps is None:
-        steps = (
-            per_epoch * epochs
-            if epochs is not None
-            else math.ceil(per_epoch * RECIPES[options["model"]].epochs)
-        )
+        recipe = value("epochs", options["model"])
+        steps = per_epoch * epochs if epochs is not None else math.ceil(per_epoch * recipe)
     reached = -(-int(steps) // per_epoch)
     if reached > MAX_EPOCHS:
         raise ConfigurationError(
@@ -74,30 +70,32 @@ def budget(options: dict[str, Any], train_images: int) -> tuple[int, int]:
 
 
 def resolve(options: dict[str, Any], train_images: int, test_images: int, trained_on: str) -> TrainConfig:
-    """Fill the options left unset (None) from the model's recipe."""
-    recipe = RECIPES[options["model"]]
+    """Fill the options left unset (None or absent) from trainer/hyperparameters.py's table: the
+    model's recipe where the recipes differ."""
+    model = options["model"]
 
     def pick(name: str) -> Any:
-        value = options.get(name)
-        return getattr(recipe, name) if value is None else value
+        given = options.get(name)
+        return value(name, model) if given is None else given
 
-    epochs, steps = budget(options, train_images)
+    batch_size = int(pick("batch_size"))
+    epochs, steps = budget(options, batch_size, train_images)
     return TrainConfig(
-        model=options["model"],
-        width=options["width"],
+        model=model,
+        width=pick("width"),
         epochs=epochs,
         steps=steps,
-        batch_size=int(options["batch_size"]),
+        batch_size=batch_size,
         lr=float(pick("lr")),
         weight_decay=float(pick("weight_decay")),
         momentum=float(pick("momentum")),
         label_smoothing=float(pick("label_smoothing")),
-        seed=options["seed"],
-        cutout=options["cutout"],
-        tta=options["tta"],
-        accumulate=options["accumulate"],
-        compression=options["compression"],
-        batchnorm=options.get("batchnorm") or GLOBAL_BATCHNORM,
+        seed=pick("seed"),
+        cutout=pick("cutout"),
+        tta=pick("tta"),
+        accumulate=pick("accumulate"),
+        compression=pick("compression"),
+        batchnorm=pick("batchnorm"),
         train_images=train_images,
         test_images=test_images,
         trained_on=trained_on,
@@ -105,9 +103,10 @@ def resolve(options: dict[str, Any], train_images: int, test_images: int, traine
 
 
 def code_hash() -> str:
-    """Hash of the trainer's source files: which code produced a result."""
+    """Hash of the trainer's source files, its sub-packages' too: which code produced a result."""
+    root = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

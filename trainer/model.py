@@ -1,7 +1,5 @@
-"""The two networks and their recipes: airbench-class (default) and the DAWNBench ResNet-9.
-
-Hyperparameters use one convention for both: SGD with Nesterov momentum on the loss averaged
-over the global batch, `weight_decay` coupled as in `torch.optim.SGD`.
+"""The two networks: airbench-class (default) and the DAWNBench ResNet-9, each built with its
+model's recipe from trainer/hyperparameters.py.
 """
 
 from __future__ import annotations
@@ -11,83 +9,32 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from trainer.contract import AIRBENCH, RESNET9
+from trainer.contract import AIRBENCH, MODELS, RESNET9
+from trainer.hyperparameters import fixed
 
 
 @dataclass(frozen=True, kw_only=True)
 class Recipe:
-    """A model's defaults, each in the unit its comment names (the module's convention above)."""
+    """What a model trains with that no flag sets. The values, their units and where they come from
+    are the table's in trainer/hyperparameters.py; a row this misses, or a field the table lacks,
+    fails at import."""
 
-    lr: float  # peak rate of torch.optim.SGD on the batch-mean loss, per step
-    momentum: float  # Nesterov momentum, dimensionless
-    weight_decay: float  # torch.optim.SGD's coupled decay: each step shrinks weights by lr * weight_decay
-    label_smoothing: float  # probability mass spread over the other classes
-    # Passes over the training split when neither --epochs nor --steps is given. A fraction ends
-    # partway through the last: ceil(steps an epoch x epochs) steps, as airbench94 counts them
-    # (`total_train_steps` in its `train`): its 9.9 epochs are 476 steps of 1024 on 50,000 images.
-    epochs: float
-    bias_scale: float  # rate multiplier of biases (BatchNorm and whitening); their decay is divided by it
-    schedule: tuple[float, float, float]  # rate multiplier at start, peak position (fraction of steps), end
-    translate: int = 2  # pixels an image moves at most each way (reflection padding), in training and TTA
-    lookahead: bool  # average the weights every few steps (trainer.numerics.Lookahead)
-    lookahead_every: int = 5  # steps between two lookahead averages
-    lookahead_decay: float = 0.95  # per-step decay of the average, raised to lookahead_every
-    whiten_bias_epochs: int  # epochs the whitening layer's bias trains; 0: no whitening layer
-    whiten_images: int = 5000  # training images whose 2x2 patches fit the whitening layer
-    whiten_eps: float = 5e-4  # added to the patch covariance's eigenvalues (normalised pixels squared)
-    norm_momentum: float  # torch's BatchNorm momentum: weight of the newest batch in the running stats
-    norm_eps: float  # added to BatchNorm's variance (normalised activations squared)
-    logit_scale: float  # the last layer's output multiplier, dimensionless
-    eval_batch: int = 1000  # test images per evaluation forward (memory only, not the figures)
+    bias_scale: float
+    schedule: tuple[float, float, float]
+    lookahead: bool
+    lookahead_every: int
+    lookahead_decay: float
+    translate: int
+    eval_batch: int
+    whiten_bias_epochs: int
+    whiten_images: int
+    whiten_eps: float
+    norm_momentum: float
+    norm_eps: float
+    logit_scale: float
 
 
-def from_airbench94(lr: float, weight_decay: float, momentum: float, batch_size: int) -> tuple[float, float]:
-    """airbench94's (lr, weight decay) in this module's convention, at a global batch of `batch_size`.
-
-    airbench94 (KellerJordan/cifar10-airbench, airbench94.py, `hyp['opt']` and `main`) states both
-    per 1024 examples: it sums the loss over the batch, gives SGD the rate `lr / s` with
-    s = 1024 * (1 + 1 / (1 - momentum)) (the step Nesterov momentum takes on a constant gradient,
-    per 1024 examples), and SGD the decay `weight_decay * batch_size / lr`. On the batch-mean loss
-    the gradient is 1/batch_size of the summed one, so the same steps take the rate
-    lr * batch_size / s and the decay weight_decay / lr, whatever the batch.
-    """
-    steps_per_gradient = 1024 * (1 + 1 / (1 - momentum))
-    return lr * batch_size / steps_per_gradient, weight_decay / lr
-
-
-# airbench94's recipe (lr 11.5, weight decay 0.0153 per 1024 examples, momentum 0.85, batch 1024)
-# through from_airbench94, to three significant figures (1.5 and 1.33e-3), and its 9.9 epochs.
-# The ResNet-9 row is cifar10-fast's, already in this convention.
-RECIPES = {
-    AIRBENCH: Recipe(
-        lr=1.5,
-        momentum=0.85,
-        weight_decay=1.33e-3,
-        label_smoothing=0.2,
-        epochs=9.9,
-        bias_scale=64.0,
-        schedule=(0.2, 0.23, 0.07),
-        lookahead=True,
-        whiten_bias_epochs=3,
-        norm_momentum=0.4,  # airbench94's batchnorm_momentum 0.6 is torch's 1 - 0.6
-        norm_eps=1e-12,
-        logit_scale=1 / 9,
-    ),
-    RESNET9: Recipe(
-        lr=0.4,
-        momentum=0.9,
-        weight_decay=5e-4,
-        label_smoothing=0.2,
-        epochs=24,
-        bias_scale=1.0,
-        schedule=(0.0, 5 / 24, 0.0),
-        lookahead=False,
-        whiten_bias_epochs=0,
-        norm_momentum=0.1,  # torch's defaults, as cifar10-fast keeps them
-        norm_eps=1e-5,
-        logit_scale=0.125,
-    ),
-}
+RECIPES = {model: Recipe(**fixed(model)) for model in MODELS}
 
 
 def _batch_norm(channels: int, recipe: Recipe) -> nn.BatchNorm2d:
@@ -131,7 +78,7 @@ class Scale(nn.Module):
 class Airbench(nn.Sequential):
     """2x2 patch-whitening stem, three conv groups (w, 4w, 4w), max-pool head: 2M parameters at w=64."""
 
-    def __init__(self, width: int = 64, classes: int = 10, recipe: Recipe | None = None) -> None:
+    def __init__(self, width: int, classes: int = 10, recipe: Recipe | None = None) -> None:
         recipe = recipe or RECIPES[AIRBENCH]
         widths = (width, 4 * width, 4 * width)
         whiten = nn.Conv2d(3, 24, 2, padding=0, bias=True)
@@ -188,7 +135,7 @@ class Residual(nn.Module):
 class ResNet9(nn.Sequential):
     """The DAWNBench ResNet-9 of cifar10-fast (w, 2w, 4w, 8w channels): 6.6M parameters at w=64."""
 
-    def __init__(self, width: int = 64, classes: int = 10) -> None:
+    def __init__(self, width: int, classes: int = 10) -> None:
         w, recipe = width, RECIPES[RESNET9]
         super().__init__(
             _conv_bn_relu(3, w, recipe),

@@ -135,7 +135,8 @@ def _draw(rng: random.Random, name: str, values: list[Any] | dict[str, Any]) -> 
         value = math.exp(rng.uniform(math.log(low), math.log(high)))
     else:
         value = rng.uniform(low, high)
-    if hyperparameters.RULES[name].kind is int:
+    rule = hyperparameters.HYPERPARAMETERS[name].rule
+    if isinstance(rule, hyperparameters.Rule) and rule.kind is int:
         return round(value)
     # Six significant digits: readable in run names and tables, still a continuous draw.
     return float(f"{value:.6g}")

@@ -1,7 +1,7 @@
 """One training run: data onto the device, the network and DDP, the epochs, checkpoints, outputs.
 
 The numbers (step, schedule, lookahead, evaluation) are `trainer.numerics`; the pod's life
-around the run (rendezvous, completion, waiting, releasing GPUs) is `trainer.lifecycle`.
+around the run (rendezvous, completion, waiting, releasing GPUs) is `trainer.pod.lifecycle`.
 Rank 0 alone writes the run folder and prints progress. Every rank stops at the same step on
 SIGTERM (they agree every step, or every few on NCCL), rank 0 writes an emergency checkpoint,
 and the process exits so whatever restarts it (torchrun, the StatefulSet) resumes from it.
@@ -17,16 +17,18 @@ from typing import Any
 
 import torch
 
-from trainer import checkpoint, data, distributed, plots, precision, readiness, telemetry
+from trainer import data, distributed, precision
 from trainer.batchnorm import globalise
 from trainer.config import ConfigurationError, TrainConfig, code_hash
 from trainer.contract import CURVES_FILE, TRAINED_ON
 from trainer.hyperparameters import GLOBAL_BATCHNORM
 from trainer.loader import Shard, TrainLoader, to_device
-from trainer.metrics import RunFolder, progress_line
 from trainer.model import RECIPES, build, fit_to_data, param_groups
 from trainer.numerics import Numerics, check_below_divergence, check_finite
-from trainer.run_state import Progress, RunOptions, Start, Stopped, StopSignal
+from trainer.pod import readiness, telemetry
+from trainer.pod.run_state import Progress, RunOptions, Start, Stopped, StopSignal
+from trainer.records import checkpoint, plots
+from trainer.records.metrics import RunFolder, progress_line
 
 STATUS_EVERY_SECONDS = 15.0
 # A device's name as ranks exchange it, printable ASCII: "NVIDIA H100 80GB HBM3", "cpu (x86_64, 4 threads)".

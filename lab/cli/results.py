@@ -13,8 +13,8 @@ from rich.table import Table
 from lab.cli.common.console import CliError, console, shown
 from lab.cli.common.runsource import print_problems, runs_source
 from lab.cli.common.stackarg import add_stack_option
-from trainer import report
 from trainer.contract import CIFAR10, GENERATED, TRAINED_ON
+from trainer.records import report
 
 
 def register(commands: argparse._SubParsersAction) -> None:

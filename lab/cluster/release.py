@@ -1,6 +1,6 @@
 """The right a finished run needs to free its GPUs: scale its own StatefulSet, nothing else.
 
-Rank 0 scales the training StatefulSet to zero when the run is complete (`trainer/handoff.py`).
+Rank 0 scales the training StatefulSet to zero when the run is complete (`trainer/pod/handoff.py`).
 Its pods run as the ServiceAccount declared here, bound to a Role that allows `patch` on the
 `scale` subresource of that one StatefulSet (`resourceNames`), so a compromised rank can change
 the replica count of the run it belongs to and can neither read nor touch anything else.

@@ -51,7 +51,7 @@ from lab.cluster.scope import Scope
 from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
 from trainer import contract
-from trainer.handoff import FIELD_MANAGER as HANDOFF_FIELD_MANAGER
+from trainer.pod.handoff import FIELD_MANAGER as HANDOFF_FIELD_MANAGER
 
 APP = "trainer"
 COMPONENT = "training"
@@ -102,7 +102,7 @@ def handed_back(statefulset: Mapping[str, Any], run: str) -> bool:
     own rank 0: the run's annotation, no replicas, and `spec.replicas` held by the hand-off's field
     manager. The API server records a write of the `scale` subresource under the StatefulSet's
     `spec.replicas` in `metadata.managedFields` (kubernetes pkg/registry/apps/statefulset/storage/
-    storage.go, `replicasPathInStatefulSet`); trainer/handoff.py writes it as HANDOFF_FIELD_MANAGER
+    storage.go, `replicasPathInStatefulSet`); trainer/pod/handoff.py writes it as HANDOFF_FIELD_MANAGER
     only once the run is complete. A set at zero for any other reason (created so by an older lab,
     scaled by hand) is not a finished run."""
     metadata = statefulset.get("metadata") or {}
@@ -230,7 +230,7 @@ def _pod_spec(
         [*training_mounts(), mount("signals", SIGNALS_DIR)],
         env=_rank_env(lab) + network_env,
         **_ports(lab),
-        # Ready means "this rank has joined the process group and trains" (trainer/readiness.py).
+        # Ready means "this rank has joined the process group and trains" (trainer/pod/readiness.py).
         readinessProbe={
             "exec": {"command": ["python", "-m", "trainer", "probe", "--ready", READY_FILE]},
             "periodSeconds": 10,

@@ -1,9 +1,10 @@
 """The training run's global batch, for any world size.
 
 A batch the stack sets must split evenly over the ranks (the loader refuses it otherwise and names
-the nearest that does). Left out, the recipe's default (1024) is used when it splits, and otherwise
-the lab trains with the nearest batch that does and says so: a lab of 3 nodes with 2 GPUs each
-trains its 6 ranks on 1026 without the stack having to name a batch.
+the nearest that does). Left out, the trainer's default (trainer/hyperparameters.py) is used when
+it splits, and otherwise the lab trains with the nearest batch that does and says so: a lab of 3
+nodes with 2 GPUs each trains its 6 ranks on 1026, not airbench94's 1024, without the stack having
+to name a batch.
 """
 
 from __future__ import annotations

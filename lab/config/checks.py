@@ -253,7 +253,7 @@ def _port_checks(cfg: LabConfig) -> list[str]:
 
 def _metrics_port_checks(cfg: LabConfig) -> list[str]:
     """Each worker of a pod serves its metrics on metricsPort plus its LOCAL_RANK
-    (trainer/telemetry.py): none of those ports may be rank 0's rendezvous port, one the cluster
+    (trainer/pod/telemetry.py): none of those ports may be rank 0's rendezvous port, one the cluster
     uses, or in the ephemeral range where the ranks' stores and collectives bind."""
     if not cfg.observability.enabled:
         return []

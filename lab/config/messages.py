@@ -10,7 +10,7 @@ from pydantic.alias_generators import to_snake
 
 from lab.config.facts import DNS_LABEL, INTERFACE_NAME, USER_NAME
 from lab.config.workload import SWEEP_PARAMETERS
-from trainer.hyperparameters import RULES, Rule
+from trainer.hyperparameters import HYPERPARAMETERS, Rule
 
 # What a value that misses each pattern should be, and how to fix it, for the one-line message.
 PATTERN_RULES = {
@@ -52,10 +52,12 @@ def _path(loc: tuple[int | str, ...]) -> str:
 
 
 def _trainer_rule(loc: tuple[int | str, ...]) -> Rule | None:
-    """The hyperparameter rule of a `trainer.*` key, which the trainer's flag enforces too."""
+    """The numeric rule of a `trainer.*` key, which the trainer's flag enforces too; a choice keeps
+    its enum's message."""
     if len(loc) != 2 or loc[0] != "trainer" or not isinstance(loc[1], str):
         return None
-    return RULES.get(SWEEP_PARAMETERS.get(loc[1]) or to_snake(loc[1]))
+    row = HYPERPARAMETERS.get(SWEEP_PARAMETERS.get(loc[1]) or to_snake(loc[1]))
+    return row.rule if row is not None and isinstance(row.rule, Rule) else None
 
 
 def _shown(value: Any) -> str:

@@ -11,7 +11,7 @@ from lab.config.facts import EPHEMERAL_PORTS, NOBODY_UID, NODE_EXPORTER_PORT, TR
 from lab.config.keys import KeyModel
 from trainer import contract
 from trainer import sweep as trainer_sweep
-from trainer.hyperparameters import RULES
+from trainer.hyperparameters import HYPERPARAMETERS, Rule
 from trainer.hyperparameters import check as check_hyperparameter
 
 
@@ -43,10 +43,19 @@ class SweepStrategy(StrEnum):
     RANDOM = "random"
 
 
+def _hyperparameter(name: str, more: str = "") -> Any:
+    """A `trainer` key that sets the trainer's hyperparameter `name`: its default, its bounds and
+    its description from the table in trainer/hyperparameters.py, and `more` the stack adds."""
+    row = HYPERPARAMETERS[name]
+    bounds = row.rule.bounds() if isinstance(row.rule, Rule) else {}
+    # Validated, so a choice's default is the key's enum member, as a value the file gives is.
+    return Field(default=row.common, validate_default=True, **bounds, description=row.description() + more)
+
+
 class Trainer(KeyModel):
     """The DDP training run the StatefulSet executes."""
 
-    model: Model = Field(default=Model.AIRBENCH, description="`airbench` (default) or `resnet9`.")
+    model: Model = _hyperparameter("model")
     replicas: int | None = Field(
         default=None,
         ge=1,
@@ -56,38 +65,18 @@ class Trainer(KeyModel):
     placement: Placement = Field(
         default=Placement.SPREAD, description="`spread` (pods on different nodes) or `pack` (fewest nodes)."
     )
-    epochs: int | None = Field(
-        default=None,
-        **RULES["epochs"].bounds(),
-        description="Whole epochs to train; default: the model's recipe (airbench: 9.9, docs/trainer.md).",
+    epochs: int | None = _hyperparameter("epochs", " Not with `steps`.")
+    steps: int | None = _hyperparameter("steps", " Not with `epochs`.")
+    batch_size: int = _hyperparameter(
+        "batch_size",
+        " A multiple of the ranks. Left out: the default, or the nearest batch that splits evenly over"
+        " the ranks where the default does not, which `pulumi up` and `doctor` say.",
     )
-    steps: int | None = Field(
-        default=None,
-        **RULES["steps"].bounds(),
-        description="Optimizer steps to train instead of whole epochs (the last epoch may end partway);"
-        " not with `epochs`.",
-    )
-    batch_size: int = Field(
-        default=1024,
-        **RULES["batch_size"].bounds(),
-        description="Global batch size, fixed whatever the world size; a multiple of the ranks,"
-        " at most CIFAR-10's 50000 training images. Left out: 1024, or the nearest batch that splits"
-        " evenly over the ranks when 1024 does not (1026 for 6), which `pulumi up` and `doctor` say.",
-    )
-    learning_rate: float | None = Field(
-        default=None, **RULES["lr"].bounds(), description="Learning rate; default: the model's recipe."
-    )
-    seed: int = Field(
-        default=0, **RULES["seed"].bounds(), description="Seed for data order, augmentation and init."
-    )
+    learning_rate: float | None = _hyperparameter("lr")
+    seed: int = _hyperparameter("seed")
     backend: Backend = Field(default=Backend.AUTO, description="`auto`, `nccl` or `gloo`.")
-    compression: Compression = Field(
-        default=Compression.NONE,
-        description="Gradient compression for slow links: `none`, `fp16`, `bf16`, `powersgd`.",
-    )
-    target_accuracy: float = Field(
-        default=0.94, **RULES["target_accuracy"].bounds(), description="Test accuracy whose time is reported."
-    )
+    compression: Compression = _hyperparameter("compression")
+    target_accuracy: float = _hyperparameter("target_accuracy")
     port: int = Field(
         default=29500,
         ge=1024,
@@ -108,9 +97,7 @@ class Trainer(KeyModel):
         f" (`labctl doctor` checks), not a system account or the first user (below {TRAINER_UID_MIN}),"
         f" not nobody ({NOBODY_UID}).",
     )
-    checkpoint_keep: int = Field(
-        default=3, **RULES["checkpoint_keep"].bounds(), description="Checkpoints kept per run."
-    )
+    checkpoint_keep: int = _hyperparameter("checkpoint_keep")
 
     @field_validator("uid")
     @classmethod

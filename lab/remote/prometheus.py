@@ -24,7 +24,7 @@ from pathlib import Path
 from lab.config import LabConfig, monitoring
 from lab.remote.server_cluster import KubectlFailed, server_kubectl
 
-# The ranks' series `status` and `try` show (trainer/telemetry.py SERIES).
+# The ranks' series `status` and `try` show (trainer/pod/telemetry.py SERIES).
 LIVE_SERIES = ("trainer_step", "trainer_epoch", "trainer_train_loss", "trainer_images_per_second")
 TIMEOUT_S = 10
 

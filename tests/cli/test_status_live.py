@@ -4,7 +4,7 @@ one plain line when Prometheus cannot be asked or the lab has none.
 
 The lab's Prometheus is answered from here (no cluster runs here; the SSH and kubectl path itself
 is exercised by tests/cli/test_results.py); a real Prometheus (Debian's package) scrapes two
-ranks' real endpoints (trainer.telemetry) for --prometheus.
+ranks' real endpoints (trainer.pod.telemetry) for --prometheus.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from lab.config import read_stack_values, stack_file
 from lab.remote import pods, prometheus
 from lab.remote.server_cluster import KubectlFailed
 from tests.support.labctl import labctl, write_stack
-from trainer.telemetry import RankMetrics
+from trainer.pod.telemetry import RankMetrics
 
 RUN = "watched"
 

@@ -29,6 +29,7 @@ from tests.support.program import (
     run_program,
 )
 from tests.support.rules.cluster_rules import objects_named, one
+from trainer.hyperparameters import HYPERPARAMETERS
 from trainer.sweep import sweep_file
 
 # The tests below hold each object to what the trainer and the nodes expect of it.
@@ -54,13 +55,15 @@ def test_training_command_line_follows_the_stack() -> None:
     run = recorded("example-kubeadm")
     container = _trainer(run)
     name = run.outputs["run"]
+    # What the stack file leaves out is the trainer's own default, from its table.
+    default = {name: str(row.common) for name, row in HYPERPARAMETERS.items()}
     assert container["args"] == [
         "launch", "--max-restarts", "3", "--",
         "train", "--data", "/data", "--require-cifar10", "--runs", "/runs", "--run-name", name,
-        "--model", "airbench", "--epochs", "4", "--batch-size", "512", "--lr", "0.2",
-        "--seed", "0", "--backend", "gloo", "--compression", "bf16",
-        "--target-accuracy", "0.94", "--checkpoint-keep", "3", "--on-complete", "release",
-        "--ready-file", "/run/k8scifar/training", "--metrics-port", "9464",
+        "--model", default["model"], "--epochs", "4", "--batch-size", "512", "--lr", "0.2",
+        "--seed", default["seed"], "--backend", "gloo", "--compression", "bf16",
+        "--target-accuracy", default["target_accuracy"], "--checkpoint-keep", default["checkpoint_keep"],
+        "--on-complete", "release", "--ready-file", "/run/k8scifar/training", "--metrics-port", "9464",
     ]  # fmt: skip
     assert "--lr" not in _trainer(recorded("example-cpu"))["args"]  # the model's own recipe
     probe = container["readinessProbe"]["exec"]["command"]

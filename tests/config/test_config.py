@@ -10,8 +10,18 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.config import KNOWN_PATCHES, ConfigError, LabConfig, load_stack, parse_config, read_stack_values
+from lab.config import (
+    KNOWN_PATCHES,
+    SWEEP_PARAMETERS,
+    ConfigError,
+    LabConfig,
+    Trainer,
+    load_stack,
+    parse_config,
+    read_stack_values,
+)
 from tests.support.shipped import shipped_stacks
+from trainer.hyperparameters import HYPERPARAMETERS, Rule
 
 GOOD: dict[str, Any] = {
     "distribution": "k3s",
@@ -63,8 +73,25 @@ def test_defaults_a_user_expects() -> None:
     assert cfg.nfs.export_path == "/srv/k8scifar"
     assert cfg.nfs_allowed_networks == ["192.168.50.11/32", "192.168.50.12/32"]
     assert cfg.trainer.placement.value == "spread" and cfg.replicas == 2
-    assert cfg.trainer.batch_size == 1024 and cfg.trainer.model.value == "airbench"
+    assert cfg.trainer.batch_size == HYPERPARAMETERS["batch_size"].common
+    assert cfg.trainer.model.value == HYPERPARAMETERS["model"].common
     assert cfg.sweep is None and cfg.sweep_parallelism == 0
+
+
+def test_the_trainer_keys_read_the_trainers_hyperparameter_table() -> None:
+    """A `trainer` key that sets a hyperparameter takes its default, its bounds and the start of its
+    description from trainer/hyperparameters.py, the table the trainer's flags read."""
+    keys = {}
+    for name, field in Trainer.model_fields.items():
+        row = HYPERPARAMETERS.get(SWEEP_PARAMETERS.get(field.alias or "", name))
+        if row is None:
+            continue
+        bounds = row.rule.bounds() if isinstance(row.rule, Rule) else {}
+        limits = {key: getattr(item, key) for item in field.metadata for key in bounds if hasattr(item, key)}
+        keys[name] = (field.default, limits, (field.description or "").startswith(row.description()))
+        assert keys[name] == (row.common, bounds, True), name
+    exposed = {"model", "epochs", "steps", "batch_size", "learning_rate", "seed", "compression"}
+    assert set(keys) == exposed | {"target_accuracy", "checkpoint_keep"}
 
 
 def test_sweep_size_and_parallelism() -> None:

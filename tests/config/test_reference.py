@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lab.config import LabConfig
 from lab.config.reference import TARGET, render, stale
+from trainer.hyperparameters import HYPERPARAMETERS
 
 
 def test_committed_reference_matches_the_model() -> None:
@@ -29,6 +30,14 @@ def test_every_key_of_the_model_is_documented() -> None:
     text = render()
     for name, field in LabConfig.model_fields.items():
         assert f"| `{field.alias or name}` |" in text
+
+
+def test_the_trainers_table_is_listed_a_row_each_under_the_models_it_names() -> None:
+    """Each hyperparameter but `model`, whose values are the columns, in the table's order."""
+    section = render().split("## The trainer's hyperparameters")[1]
+    listed = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
+    assert listed == [name for name in HYPERPARAMETERS if name != "model"]
+    assert "| name | `airbench` | `resnet9` |" in section
 
 
 def test_the_check_command_exits_by_freshness() -> None:

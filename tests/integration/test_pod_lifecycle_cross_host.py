@@ -27,7 +27,7 @@ from lab.config import load_stack
 from lab.testbed import ddp, network, processes
 from tests.support.apiserver import Recorder, recording_server, service_account
 from tests.support.trainer_runs import wait_for
-from trainer import readiness
+from trainer.pod import readiness
 
 RUN = "pods-cross-host"
 PORT = 29531  # the rendezvous port, on the first machine's address

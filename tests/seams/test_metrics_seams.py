@@ -32,7 +32,7 @@ from lab.config.monitoring import prometheus_api_path
 from tests.support.program import broken, cluster_stacks, name_of, pod_labels, recorded
 from tests.support.program_objects import prometheus_values
 from tests.support.rules.cluster_rules import component
-from trainer.telemetry import SERVED
+from trainer.pod.telemetry import SERVED
 
 # What each pinned exporter serves, read from its source at the pinned version (the file says
 # where): dcgm-exporter's chart's default counter list, node_exporter's netdev and netclass

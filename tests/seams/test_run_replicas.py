@@ -7,7 +7,7 @@ the state holds; a finished run whose inputs did not change stays at zero, refre
 run still training is left alone. The program decides the count from the StatefulSet the cluster
 holds (lab/cluster/training.py `declared_replicas`), so it is run the way `pulumi up` runs it,
 under the engine's mocks, with the host bootstrap answering a kubeconfig whose API server, a local
-HTTPS server, reports the StatefulSet as rank 0's hand-off leaves it (trainer/handoff.py: a patch
+HTTPS server, reports the StatefulSet as rank 0's hand-off leaves it (trainer/pod/handoff.py: a patch
 of the `scale` subresource, which the API server records under `spec.replicas` in
 `managedFields`, kubernetes pkg/registry/apps/statefulset/storage/storage.go).
 
@@ -30,7 +30,7 @@ from lab.config import load_stack, read_stack_values, stack_file
 from tests.support.apiserver import kubeconfig, recording_server
 from tests.support.program import name_of
 from tests.support.rules.pulumi_statefulset_rules import Outcome, State, next_up, refresh
-from trainer.handoff import FIELD_MANAGER
+from trainer.pod.handoff import FIELD_MANAGER
 
 STACK = "example-cpu"
 

@@ -17,7 +17,7 @@ import torch
 
 from tests.support.network import free_port
 from tests.support.tiers import costly
-from trainer import checkpoint
+from trainer.records import checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).with_name("torchrun")

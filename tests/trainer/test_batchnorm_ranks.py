@@ -22,10 +22,11 @@ import torch.multiprocessing as mp
 
 from tests.support.network import free_port
 from tests.support.tiers import costly
-from trainer import distributed, run_state, train
+from trainer import distributed, train
 from trainer.config import resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
+from trainer.pod import run_state
 
 GLOBAL_BATCH = 64
 STEPS = 2

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from trainer import checkpoint, distributed, run_state, train
+from trainer import distributed, train
 from trainer.cli import main
 from trainer.config import ConfigurationError, resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
 from trainer.hyperparameters import CIFAR10_TRAIN_IMAGES, MAX_EPOCHS
+from trainer.pod import run_state
+from trainer.records import checkpoint
 
 
 def _options(**budget: Any) -> dict[str, Any]:

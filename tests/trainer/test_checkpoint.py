@@ -15,7 +15,7 @@ import torch
 
 from tests.support.tiers import costly
 from tests.support.trainer_runs import env
-from trainer import checkpoint
+from trainer.records import checkpoint
 
 
 def _state(step: int, config_hash: str = "abc") -> dict:
@@ -60,7 +60,7 @@ def test_a_checkpoint_of_other_hyperparameters_is_refused(tmp_path: Path) -> Non
 WRITER = """
 import sys, torch
 from pathlib import Path
-from trainer import checkpoint
+from trainer.records import checkpoint
 folder = Path(sys.argv[1])
 def save(step):
     checkpoint.save(folder, step, {"config_hash": "abc", "step": step, "w": torch.rand(2_000_000)}, keep=2)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.trainer_runs import read_json, run, start, trainer, wait_for
-from trainer import report
-from trainer.cli import main
+from trainer.cli import _parser, main
+from trainer.hyperparameters import HYPERPARAMETERS, Fixed
+from trainer.records import report
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 
@@ -142,3 +143,13 @@ def test_bad_hyperparameter_flags_get_one_line(
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1, lines
     assert f"argument {flag}: {rule}" in lines[0] and lines[0].endswith(f"got {value}")
+
+
+def test_each_hyperparameter_flag_defaults_to_its_row_of_the_table() -> None:
+    """trainer/hyperparameters.py is where a flag's default is written: each row a flag may set has
+    one, defaulting to the row's value, or to none where the recipes differ (the model's is taken)."""
+    given = vars(_parser().parse_args(["train", "--data", "d", "--runs", "r", "--run-name", "x"]))
+    settable = {name: row for name, row in HYPERPARAMETERS.items() if not isinstance(row.rule, Fixed)}
+    assert {name: given.get(name, "no flag") for name in settable} == {
+        name: row.common for name, row in settable.items()
+    }

@@ -25,8 +25,9 @@ from tests.support.trainer_runs import (
     torchrun,
     trainer,
 )
-from trainer import atomic, checkpoint, data
-from trainer.hyperparameters import RULES
+from trainer import data
+from trainer.hyperparameters import HYPERPARAMETERS
+from trainer.records import atomic, checkpoint
 
 TINY = ["--width", "8", "--batch-size", "128", "--tta", "0", "--epochs", "1"]
 
@@ -80,7 +81,7 @@ def test_a_diverging_run_fails_with_its_reason_said_once(dataset: Path, tmp_path
 def test_the_largest_learning_rate_the_flag_accepts_fails_as_diverged(dataset: Path, tmp_path: Path) -> None:
     """At --lr 100 the small net's loss grows by orders of magnitude while its accuracy sits at
     chance; with only NaN and inf counting as divergence that run ended "done", exit 0."""
-    highest = RULES["lr"].high
+    highest = HYPERPARAMETERS["lr"].rule.high
     args = ["train", "--data", dataset, "--runs", tmp_path, "--run-name", "hot", *SMALL, "--lr", str(highest)]
     result = run(torchrun(2, *args))
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
@@ -298,8 +299,9 @@ def _train_args(dataset: Path, runs: Path) -> list[str | Path]:
 @pytest.fixture(scope="module")
 def layout(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> checkpoint.Layout:
     """What a checkpoint must hold to resume `finished`: from a run built as the trainer builds it."""
-    from trainer import cli, distributed, run_state, train
+    from trainer import cli, distributed, train
     from trainer.config import resolve
+    from trainer.pod import run_state
 
     args = cli._parser().parse_args([str(a) for a in _train_args(dataset, tmp_path_factory.mktemp("x"))])
     splits = (data.load(dataset, True), data.load(dataset, False))

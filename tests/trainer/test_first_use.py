@@ -9,8 +9,10 @@ import pytest
 from matplotlib.lines import Line2D
 
 from tests.support.trainer_runs import read_json, run, torchrun, trainer
-from trainer import contract, lifecycle, plots, run_state
+from trainer import contract
 from trainer.loader import few_steps_warning
+from trainer.pod import lifecycle, run_state
+from trainer.records import plots
 
 
 def test_a_finished_run_is_reported_complete_and_a_batch_too_big_for_the_data_warns(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.apiserver import TOKEN, Recorder, recording_server, self_signed, service_account
-from trainer import handoff
+from trainer.pod import handoff
 
 
 @pytest.fixture

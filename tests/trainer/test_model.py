@@ -1,4 +1,4 @@
-"""The recipes against airbench94's published values, and the unit conversion between them."""
+"""The recipe table against airbench94's published values, and the unit conversion between them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from trainer.model import RECIPES, Airbench, from_airbench94, param_groups
+from trainer.contract import AIRBENCH
+from trainer.hyperparameters import from_airbench94, value
+from trainer.model import RECIPES, Airbench, param_groups
 from trainer.numerics import Lookahead, schedule
 
 # airbench94's `hyp['opt']` (KellerJordan/cifar10-airbench, airbench94.py): lr and weight decay per
@@ -27,19 +29,22 @@ AIRBENCH94 = {
 
 
 def test_airbench_recipe_is_airbench94_converted() -> None:
-    recipe = RECIPES["airbench"]
+    def ours(name: str) -> float:
+        return value(name, AIRBENCH)
+
     lr, weight_decay = from_airbench94(
         AIRBENCH94["lr"], AIRBENCH94["weight_decay"], AIRBENCH94["momentum"], AIRBENCH94["batch_size"]
     )
-    # The recipe states three significant figures of the converted values.
-    assert recipe.lr == pytest.approx(lr, rel=5e-3)
-    assert recipe.weight_decay == pytest.approx(weight_decay, rel=5e-3)
-    assert recipe.momentum == AIRBENCH94["momentum"]
-    assert recipe.bias_scale == AIRBENCH94["bias_scaler"]
-    assert recipe.label_smoothing == AIRBENCH94["label_smoothing"]
-    assert recipe.epochs == AIRBENCH94["train_epochs"]
-    assert recipe.whiten_bias_epochs == AIRBENCH94["whiten_bias_epochs"]
-    assert recipe.schedule == AIRBENCH94["schedule"]
+    # The table states three significant figures of the converted values.
+    assert ours("lr") == pytest.approx(lr, rel=5e-3)
+    assert ours("weight_decay") == pytest.approx(weight_decay, rel=5e-3)
+    assert ours("momentum") == AIRBENCH94["momentum"]
+    assert ours("batch_size") == AIRBENCH94["batch_size"]
+    assert ours("bias_scale") == AIRBENCH94["bias_scaler"]
+    assert ours("label_smoothing") == AIRBENCH94["label_smoothing"]
+    assert ours("epochs") == AIRBENCH94["train_epochs"]
+    assert ours("whiten_bias_epochs") == AIRBENCH94["whiten_bias_epochs"]
+    assert ours("schedule") == AIRBENCH94["schedule"]
 
 
 @pytest.mark.parametrize("batch_size", [1024, 256])
@@ -91,10 +96,10 @@ def test_3x3_convolutions_start_as_the_identity_on_their_inputs() -> None:
 def test_the_whitening_bias_starts_at_zero_and_trains_at_the_weights_rate() -> None:
     net = _airbench()
     assert torch.equal(net.whiten.bias.detach(), torch.zeros(24))
-    recipe = RECIPES["airbench"]
-    groups = {g["name"]: g for g in param_groups(net, recipe, recipe.lr, recipe.weight_decay)}
-    assert groups["whiten_bias"]["lr"] == groups["weights"]["lr"] == recipe.lr
-    assert groups["biases"]["lr"] == recipe.lr * recipe.bias_scale
+    recipe, lr = RECIPES[AIRBENCH], value("lr", AIRBENCH)
+    groups = {g["name"]: g for g in param_groups(net, recipe, lr, value("weight_decay", AIRBENCH))}
+    assert groups["whiten_bias"]["lr"] == groups["weights"]["lr"] == lr
+    assert groups["biases"]["lr"] == lr * recipe.bias_scale
 
 
 def test_whitening_uses_the_uncentred_second_moment_of_the_patches() -> None:
@@ -132,4 +137,4 @@ def test_the_schedule_is_airbench94s_triangle_peaking_on_a_whole_step(total: int
     start, _, end = AIRBENCH94["schedule"]
     for step in range(total):
         expected = float(np.interp(step, [0, peak, total], [start, 1.0, end]))
-        assert schedule(step, total, RECIPES["airbench"].schedule) == pytest.approx(expected, abs=1e-12), step
+        assert schedule(step, total, RECIPES[AIRBENCH].schedule) == pytest.approx(expected, abs=1e-12), step

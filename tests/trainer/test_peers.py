@@ -74,7 +74,8 @@ class _Payload:
 FORGED = """
 import json, sys
 import torch, torch.distributed as dist
-from trainer import checkpoint, distributed
+from trainer import distributed
+from trainer.records import checkpoint
 from trainer.train import DEVICE_NAME
 
 dist.init_process_group("gloo")

@@ -30,7 +30,7 @@ from tests.support.apiserver import TOKEN, Recorder, recording_server, service_a
 from tests.support.network import free_port
 from tests.support.processes import children
 from tests.support.trainer_runs import SMALL, read_json, start, wait_for
-from trainer import readiness
+from trainer.pod import readiness
 
 RUN = "lifecycle"
 

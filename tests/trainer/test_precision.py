@@ -14,13 +14,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer import checkpoint, distributed, precision, run_state, train
+from trainer import distributed, precision, train
 from trainer.config import resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
 from trainer.loader import Normalise
 from trainer.model import build, fit_to_data
 from trainer.numerics import Lookahead
+from trainer.pod import run_state
+from trainer.records import checkpoint
 
 BATCH = 1024  # the recipe's global batch: the mean's gradient is 1/BATCH of the sum's
 

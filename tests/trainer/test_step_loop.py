@@ -13,11 +13,13 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from trainer import checkpoint, distributed, run_state, train
+from trainer import distributed, train
 from trainer.batchnorm import GlobalBatchNorm
 from trainer.config import resolve
 from trainer.contract import GENERATED
 from trainer.data import Split
+from trainer.pod import run_state
+from trainer.records import checkpoint
 
 # Calls that cross between host and device on a GPU: a copy to or from the device (`to` with a
 # device, `cpu`, `cuda`, a tensor made from host data on the device), or a read of a device value

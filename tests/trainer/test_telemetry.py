@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.network import free_port
 from tests.support.trainer_runs import ROOT, SMALL, read_json, run, start, torchrun, trainer, wait_for
-from trainer.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
+from trainer.pod.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
 
 
 def consecutive_free_ports(count: int) -> int:
@@ -56,7 +56,7 @@ HELD_STEP = 5
 HOLD = """
 import os, time
 from pathlib import Path
-from trainer import telemetry
+from trainer.pod import telemetry
 _stepped = telemetry.RankMetrics.stepped
 def stepped(self, step):
     _stepped(self, step)

@@ -23,7 +23,7 @@ from tests.support.trainer_runs import (
     trainer,
     wait_for,
 )
-from trainer import checkpoint
+from trainer.records import checkpoint
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -38,7 +38,7 @@ def _final(run_dir: Path) -> tuple[float, float]:
 # Rank 0's curves made slower than the collective timeout below, in the real worker processes.
 SLOW_CURVES = """
 import time
-from trainer import plots
+from trainer.records import plots
 _curves = plots.curves
 def curves(*args, **kwargs):
     time.sleep(25)

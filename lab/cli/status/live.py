@@ -69,7 +69,7 @@ def show(args: argparse.Namespace, cfg: LabConfig | None, run: dict[str, Any]) -
         if why_not:
             console.print(f"[yellow]{why_not}[/]", soft_wrap=True)
         return
-    # The ranks label their series with their run folder's name (trainer.telemetry).
+    # The ranks label their series with their run folder's name (trainer.pod.telemetry).
     label = str(run.get("path") or run["name"]).rsplit("/", 1)[-1]
     try:
         figures = rank_figures(asked.query(live_query(label)))

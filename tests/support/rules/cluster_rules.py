@@ -341,7 +341,7 @@ def check_release_rights(run: ProgramRun, lab: LabConfig) -> list[str]:
 
     RBAC names a subresource `<resource>/<subresource>` and narrows a rule to objects by
     `resourceNames` (https://kubernetes.io/docs/reference/access-authn-authz/rbac/); the scale
-    subresource of apps/v1 StatefulSets is what `trainer/handoff.py` patches.
+    subresource of apps/v1 StatefulSets is what `trainer/pod/handoff.py` patches.
     """
     sts = one(run, "training")
     if sts is None:

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from trainer import atomic
+from trainer.records import atomic
 
 
 def mark(path: Path, rank: int) -> None:

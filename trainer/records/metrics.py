@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainer import atomic
 from trainer.contract import CHECKPOINTS_DIR, CURVES_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE
 from trainer.errors import TrainerError
+from trainer.records import atomic
 
 
 class RunFolderError(TrainerError):

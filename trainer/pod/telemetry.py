@@ -166,7 +166,7 @@ class RankMetrics:
         self.checkpointed_at = time.monotonic()
 
     def epoch_done(self, line: Mapping[str, Any]) -> None:
-        """An epoch's line (trainer.metrics): its figures; evaluation and checkpoint time are not
+        """An epoch's line (trainer.records.metrics): its figures; evaluation and checkpoint time are not
         step time, so the next step is timed from here."""
         self.series["trainer_epoch"].set(line["epoch"])
         self.series["trainer_train_loss"].set(line["train_loss"])

@@ -21,9 +21,10 @@ from typing import Any
 
 import torch
 
-from trainer import atomic, precision
+from trainer import precision
 from trainer.contract import LATEST_CHECKPOINT as POINTER
 from trainer.errors import TrainerError
+from trainer.records import atomic
 
 PATTERN = re.compile(r"^ckpt-([0-9]{9})\.pt$")
 # How torch's weights-only unpickler names a type it refuses (torch/_weights_only_unpickler.py).

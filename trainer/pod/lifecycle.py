@@ -13,11 +13,13 @@ from typing import Any
 
 import torch
 
-from trainer import checkpoint, data, distributed, handoff, readiness
+from trainer import data, distributed
 from trainer.config import TrainConfig
 from trainer.loader import few_steps_warning
-from trainer.metrics import RunFolder
-from trainer.run_state import RunOptions, Start, Stopped, StopSignal
+from trainer.pod import handoff, readiness
+from trainer.pod.run_state import RunOptions, Start, Stopped, StopSignal
+from trainer.records import checkpoint
+from trainer.records.metrics import RunFolder
 from trainer.train import Run
 
 SIGTERM_EXIT = 128 + signal.SIGTERM

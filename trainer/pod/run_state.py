@@ -1,5 +1,5 @@
 """What a run carries besides its numbers: its options, where it starts, its progress, and the
-signal that stops it between two steps. `trainer.train` runs with them, `trainer.lifecycle` and
+signal that stops it between two steps. `trainer.train` runs with them, `trainer.pod.lifecycle` and
 the command line make them.
 """
 
@@ -26,8 +26,8 @@ class RunOptions:
     fresh: bool = False  # start again at epoch 1 (only in the first torchrun round)
     epoch_eval: bool = True  # evaluate after every epoch (off: only the final evaluation)
     compile: bool = False  # run the net through torch.compile
-    metrics_port: int | None = None  # where this rank serves its live figures (trainer.telemetry)
-    metrics_linger: int = 0  # seconds a finished rank may wait for its final scrapes (trainer.telemetry)
+    metrics_port: int | None = None  # where this rank serves its live figures (trainer.pod.telemetry)
+    metrics_linger: int = 0  # seconds a finished rank may wait for its final scrapes (trainer.pod.telemetry)
 
 
 class Stopped(Exception):
