@@ -14,10 +14,19 @@ import pytest
 
 # The orchestrator's state (known_hosts, runner work folders, inventories) goes to a temporary
 # folder for the tests' session, never to the checkout's .lab/ (lab/bootstrap/inventory.py reads it).
+# Parallel workers (pytest-xdist) inherit the session's folder and each take a folder of their own
+# in it, so that two tests of one stack name never share a state folder.
 STATE_VARIABLE = "K8SCIFAR_STATE_DIR"
+SESSION_STATE_VARIABLE = "K8SCIFAR_TEST_SESSION_STATE_DIR"
 _OWN_STATE = None
 if not os.environ.get(STATE_VARIABLE):
     _OWN_STATE = os.environ[STATE_VARIABLE] = tempfile.mkdtemp(prefix="k8scifar-state-")
+    os.environ[SESSION_STATE_VARIABLE] = _OWN_STATE
+elif (worker := os.environ.get("PYTEST_XDIST_WORKER")) and (
+    os.environ[STATE_VARIABLE] == os.environ.get(SESSION_STATE_VARIABLE)
+):
+    os.environ[STATE_VARIABLE] = os.path.join(os.environ[STATE_VARIABLE], worker)
+    os.makedirs(os.environ[STATE_VARIABLE], exist_ok=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

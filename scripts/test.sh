@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# One command that runs every check of the project: linters, the type checker, then the whole test suite.
-# Extra arguments go to pytest (e.g. scripts/test.sh -k config).
-# --fast, first: the inner loop, leaving out the tests marked slow (real plays, trainer runs, the
-# test machines, a package install); CI runs them all.
+# One command that runs every check of the project: linters, the type checker, then the test suite
+# by its tiers (tests/README.md). Extra arguments go to both pytest runs (e.g. scripts/test.sh -k config).
+# --fast, first: the inner loop, the fast tier alone.
+# The fast tier runs in parallel, a worker per core (pytest-xdist); the slow tier (real plays,
+# trainer runs, the sshd, an install, and the integration tier, whose tests share the test
+# machines' addresses, ports and namespaces) runs after it in one process. The exit status is
+# non-zero when either run fails, and the output ends with the last run's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-select=()
+fast=false
 if [[ "${1:-}" == "--fast" ]]; then
   shift
-  select=(-m "not slow")
+  fast=true
 fi
 
 ruff check .
@@ -19,4 +22,26 @@ mypy
 # Only the files the repository ships: a stack file an operator added to stacks/ is theirs.
 git ls-files -z -- '*.yml' '*.yaml' | xargs -0 yamllint --strict
 ansible-lint --offline ansible/
-pytest "${select[@]}" "$@"
+
+# pytest's exit status 5 means it selected no test (a -k or path that names only one tier's
+# tests): the other run's status stands then.
+statuses=()
+run_tier() {
+  local status=0
+  pytest "$@" || status=$?
+  statuses+=("$status")
+}
+run_tier -n auto -m "not slow" "$@"
+if [[ "$fast" == false ]]; then
+  run_tier -m slow "$@"
+fi
+result=5
+for status in "${statuses[@]}"; do
+  if [[ "$status" != 0 && "$status" != 5 ]]; then
+    exit "$status"
+  fi
+  if [[ "$status" == 0 ]]; then
+    result=0
+  fi
+done
+exit "$result"

@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.support.daemon_files",
     "tests.support.gpg",
     "tests.support.host_files",
+    "tests.support.labctl",
     "tests.support.monitoring",
     "tests.support.sshd",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.labctl import assert_one_line_error, labctl, write_stack
+from tests.support.labctl import Labctl, assert_one_line_error, labctl, write_stack
 
 COMMANDS = ("init", "doctor", "validate", "status", "results")
 
@@ -22,29 +22,29 @@ def test_setup_installs_the_labctl_command() -> None:
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "hosts", "render", "dashboard"])
-def test_every_command_has_help(command: str) -> None:
-    result = labctl(command, "--help")
+def test_every_command_has_help(command: str, labctl_in_process: Labctl) -> None:
+    result = labctl_in_process(command, "--help")
     assert result.code == 0 and f"usage: labctl {command}" in result.out and "--stack" in result.out
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c != "init"])
-def test_a_missing_stack_file_is_one_line(command: str, tmp_path: Path) -> None:
+def test_a_missing_stack_file_is_one_line(command: str, tmp_path: Path, labctl_in_process: Labctl) -> None:
     write_stack(tmp_path, "other", {"nodes": []})
-    result = labctl(command, "--stack", "absent", "--stacks-dir", tmp_path)
+    result = labctl_in_process(command, "--stack", "absent", "--stacks-dir", tmp_path)
     assert_one_line_error(
         result, "Pulumi.absent.yaml: no such stack file", "existing stacks: other", "labctl init"
     )
 
 
-def test_a_broken_stack_file_names_every_bad_key(tmp_path: Path) -> None:
+def test_a_broken_stack_file_names_every_bad_key(tmp_path: Path, labctl_in_process: Labctl) -> None:
     values = {"nodes": [{"name": "A_1", "address": "10.0.0.1", "user": "u", "role": "boss"}]}
     write_stack(tmp_path, "broken", values)
-    result = labctl("status", "--stack", "broken", "--stacks-dir", tmp_path)
+    result = labctl_in_process("status", "--stack", "broken", "--stacks-dir", tmp_path)
     assert_one_line_error(result, "k8scifar:nodes[0].name", "k8scifar:nodes[0].role", "'boss'")
 
 
-def test_an_unknown_command_is_argparse_usage() -> None:
-    result = labctl("deploy")
+def test_an_unknown_command_is_argparse_usage(labctl_in_process: Labctl) -> None:
+    result = labctl_in_process("deploy")
     assert result.code == 2 and "invalid choice: 'deploy'" in result.err and "Traceback" not in result.err
 
 

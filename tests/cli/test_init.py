@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from lab.config import load_stack
-from tests.support.labctl import assert_one_line_error, labctl
+from tests.support.labctl import Labctl, assert_one_line_error, labctl
 from tests.support.sshd import AGENT, SERVER, Sshd
 
 
@@ -59,8 +59,8 @@ def test_init_asks_when_no_machines_are_given(sshd: Sshd, tmp_path: Path) -> Non
     ]
 
 
-def test_init_without_answers_says_how_to_give_them(tmp_path: Path) -> None:
-    result = labctl("init", "--stack", "x", "--stacks-dir", tmp_path, stdin="")
+def test_init_without_answers_says_how_to_give_them(tmp_path: Path, labctl_in_process: Labctl) -> None:
+    result = labctl_in_process("init", "--stack", "x", "--stacks-dir", tmp_path, stdin="")
     assert_one_line_error(result, "--server")
 
 
@@ -83,17 +83,19 @@ def test_init_refuses_to_overwrite_without_force(sshd: Sshd, tmp_path: Path) -> 
     assert load_stack("kept", tmp_path).server.name == "a"
 
 
-def test_init_rejects_a_bad_address_before_connecting(tmp_path: Path) -> None:
-    result = labctl("init", "--stack", "bad", "--stacks-dir", tmp_path, "--server", "root@192.168.1.300")
+def test_init_rejects_a_bad_address_before_connecting(tmp_path: Path, labctl_in_process: Labctl) -> None:
+    result = labctl_in_process(
+        "init", "--stack", "bad", "--stacks-dir", tmp_path, "--server", "root@192.168.1.300"
+    )
     assert_one_line_error(result, "k8scifar:nodes[0].address", "not an IP address")
-    result = labctl("init", "--stack", "bad", "--stacks-dir", tmp_path, "--server", "no-at-sign")
+    result = labctl_in_process("init", "--stack", "bad", "--stacks-dir", tmp_path, "--server", "no-at-sign")
     assert_one_line_error(result, "[NAME=]USER@ADDRESS")
     assert list(tmp_path.iterdir()) == []
 
 
-def test_init_needs_an_existing_key(tmp_path: Path) -> None:
+def test_init_needs_an_existing_key(tmp_path: Path, labctl_in_process: Labctl) -> None:
     missing = tmp_path / "no_key"
-    result = labctl(
+    result = labctl_in_process(
         "init", "--stack", "k", "--stacks-dir", tmp_path, "--server", f"a=root@{SERVER}", "--key", missing
     )
     assert_one_line_error(result, f"SSH key {missing} does not exist", "ssh-keygen")

@@ -20,7 +20,7 @@ from lab.cli.hosts import kubeconfig_file, record_file, up
 from lab.cli.render import manifests, release_secrets
 from lab.cluster.program_run import FAKE_GENERATED_SECRET, FAKE_KUBECONFIG, FAKE_TOKEN, run_program
 from lab.config import load_stack, read_stack_values, stack_file
-from tests.support.labctl import assert_one_line_error, labctl, node, write_stack
+from tests.support.labctl import Labctl, assert_one_line_error, labctl, node, write_stack
 from tests.support.program import broken
 from tests.support.sshd import NOWHERE, Sshd
 
@@ -76,14 +76,16 @@ def test_render_refuses_a_secret_no_release_reads() -> None:
         manifests(program)
 
 
-def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(tmp_path: Path) -> None:
+def test_render_refuses_a_stack_without_kubernetes_and_a_used_folder(
+    tmp_path: Path, labctl_in_process: Labctl
+) -> None:
     assert_one_line_error(
-        labctl("render", "--stack", "testbed", tmp_path / "new"), "skips the Kubernetes install"
+        labctl_in_process("render", "--stack", "testbed", tmp_path / "new"), "skips the Kubernetes install"
     )
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "mine.yaml").write_text("kept\n")
     assert_one_line_error(
-        labctl("render", "--stack", "example-cpu", tmp_path / "used"), "not an empty folder"
+        labctl_in_process("render", "--stack", "example-cpu", tmp_path / "used"), "not an empty folder"
     )
     assert (tmp_path / "used" / "mine.yaml").read_text() == "kept\n"
 

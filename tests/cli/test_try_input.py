@@ -9,27 +9,29 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.labctl import Result, assert_one_line_error, labctl
+from tests.support.labctl import Labctl, Result, assert_one_line_error
 
 
-def test_a_data_folder_without_cifar_batches_is_one_line(tmp_path: Path) -> None:
+def test_a_data_folder_without_cifar_batches_is_one_line(tmp_path: Path, labctl_in_process: Labctl) -> None:
     (tmp_path / "cifar-10-batches-py").mkdir()
     (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"")
-    result = labctl("try", "--data", tmp_path, "--out", tmp_path / "out")
+    result = labctl_in_process("try", "--data", tmp_path, "--out", tmp_path / "out")
     assert_one_line_error(result, f"--data {tmp_path}", "missing cifar-10-batches-py/data_batch_2")
     assert not (tmp_path / "out").exists() and "labctl try:" not in result.out
 
 
-def test_help_says_what_it_needs_and_skips() -> None:
-    result = labctl("try", "--help")
+def test_help_says_what_it_needs_and_skips(labctl_in_process: Labctl) -> None:
+    result = labctl_in_process("try", "--help")
     assert result.code == 0 and "Needs root" in result.out and "Kubernetes is not installed" in result.out
 
 
-def test_an_out_folder_it_cannot_write_is_refused_before_anything_starts(tmp_path: Path) -> None:
+def test_an_out_folder_it_cannot_write_is_refused_before_anything_starts(
+    tmp_path: Path, labctl_in_process: Labctl
+) -> None:
     """The results are written after minutes of work: a place they cannot go is named first."""
     (tmp_path / "file").write_text("")
     for out, problem in ((Path("/proc/x"), "cannot write in /proc"), (tmp_path / "file" / "x", "is a file")):
-        result = labctl("try", "--generated", "--out", out)
+        result = labctl_in_process("try", "--generated", "--out", out)
         assert_one_line_error(result, f"--out {out}: ", problem)
         assert "labctl try:" not in result.out and not out.exists()
 

@@ -14,7 +14,7 @@ from lab.cli.common.console import one_line
 from lab.config import ConfigError, LabConfig, load_stack, parse_config
 from lab.config.fields import nested_model
 from lab.config.messages import PATTERN_RULES
-from tests.support.labctl import assert_one_line_error, labctl
+from tests.support.labctl import Labctl, assert_one_line_error
 
 # The reference lab without GPUs, as a newcomer copies it from stacks/.
 STACK = """\
@@ -110,9 +110,9 @@ def test_a_newcomers_mistake_is_one_line_naming_the_key_and_the_fix(
         assert words not in line, f"{what}: {words!r} in {line}"
 
 
-def test_a_5000_digit_number_is_one_line_from_labctl(tmp_path: Path) -> None:
+def test_a_5000_digit_number_is_one_line_from_labctl(tmp_path: Path, labctl_in_process: Labctl) -> None:
     (tmp_path / "Pulumi.new.yaml").write_text(_stack(epochs="9" * 5000))
-    result = labctl("validate", "--stack", "new", "--stacks-dir", tmp_path)
+    result = labctl_in_process("validate", "--stack", "new", "--stacks-dir", tmp_path)
     assert_one_line_error(result, "a number of 5000 digits")
 
 

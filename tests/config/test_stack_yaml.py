@@ -9,7 +9,7 @@ import pytest
 
 from lab.cli.common.console import one_line
 from lab.config import ConfigError, read_stack_values
-from tests.support.labctl import assert_one_line_error, labctl
+from tests.support.labctl import Labctl, assert_one_line_error
 
 NODES = """\
   k8scifar:nodes:
@@ -69,8 +69,8 @@ def test_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("what", ["duplicate top-level key", "not UTF-8"])
-def test_labctl_reports_it_in_one_line(what: str, tmp_path: Path) -> None:
+def test_labctl_reports_it_in_one_line(what: str, tmp_path: Path, labctl_in_process: Labctl) -> None:
     _, content, position, problem = next(b for b in BROKEN if b[0] == what)
     (tmp_path / "Pulumi.bad.yaml").write_bytes(content)
-    result = labctl("status", "--stack", "bad", "--stacks-dir", tmp_path)
+    result = labctl_in_process("status", "--stack", "bad", "--stacks-dir", tmp_path)
     assert_one_line_error(result, f"Pulumi.bad.yaml:{position}: ", problem)

@@ -1,18 +1,23 @@
-"""`labctl` as the operator runs it, and stack files that point at the test sshd (tests/support/sshd.py)."""
+"""`labctl` as the operator runs it, in a fresh process or in this one, and stack files that point at
+the test sshd (tests/support/sshd.py). tests/conftest.py registers this module as a plugin for its
+`labctl_in_process` fixture."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from lab.cli import build_parser
+from lab.cli import build_parser, main
 from tests.support.network import free_port
 from tests.support.sshd import AGENT, SERVER, Sshd
 
@@ -58,6 +63,31 @@ def labctl(*args: str | Path, stdin: str = "") -> Result:
         check=False,
     )
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+# `labctl_in_process`: called as `labctl()` is.
+Labctl = Callable[..., Result]
+
+
+@pytest.fixture
+def labctl_in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Labctl:
+    """`labctl ARGS` run by the console script's own `main` in this process, for a test that checks
+    only its exit status and what it prints: no interpreter to start (a second or more each on two
+    cores). Output as wide as `labctl()` gives it; `stdin` is what the command reads."""
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("TERM", "dumb")
+
+    def run(*args: str | Path, stdin: str = "") -> Result:
+        capsys.readouterr()  # whatever the test printed before
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        try:
+            code = main([str(arg) for arg in args])
+        except SystemExit as exit:  # argparse: --help, an unknown command or flag
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
 
 
 def assert_one_line_error(result: Result, *fragments: str) -> None:
