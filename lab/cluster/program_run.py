@@ -9,6 +9,7 @@ bootstrap, a dynamic resource, answers with placeholders instead of running Ansi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -211,6 +212,17 @@ def _language_host_config(config: dict[str, str], secret_keys: list[str]) -> Ite
                 os.environ[name] = value
 
 
+def _current_event_loop() -> None:
+    """The engine's mocks make their futures on the thread's current event loop (pulumi's
+    runtime/resource.py: `asyncio.Future()`), and `asyncio.run` ends by unsetting it: after any
+    `asyncio.run` in this process, the thread has none until one is set."""
+    policy = asyncio.get_event_loop_policy()
+    try:
+        policy.get_event_loop()
+    except RuntimeError:
+        policy.set_event_loop(policy.new_event_loop())
+
+
 def run_program(
     stack: str,
     values: dict[str, Any] | None = None,
@@ -228,6 +240,7 @@ def run_program(
     """
     if values is None:
         values = read_stack_values(stack_file(stack))
+    _current_event_loop()
     run = ProgramRun(stack)
     mocks = LabMocks(run, kubeconfig)
     pulumi.runtime.set_mocks(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import kubernetes_validate
@@ -81,3 +82,11 @@ def test_no_cluster_is_declared_where_kubernetes_is_not_installed() -> None:
     installing = recorded("example-cpu")
     assert any(r.type == "pulumi:providers:kubernetes" for r in installing.resources)
     assert "image" in installing.outputs
+
+
+def test_the_program_runs_after_asyncio_run_left_the_thread_without_a_loop() -> None:
+    """`asyncio.run` (the provider host's tests, any async helper) ends by unsetting the thread's
+    event loop; the engine's mocks make their futures on it, so the program must still run."""
+    asyncio.run(asyncio.sleep(0))
+    run = run_program("example-cpu")
+    assert any(r.type == "pulumi:providers:kubernetes" for r in run.resources)
