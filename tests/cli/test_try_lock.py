@@ -19,6 +19,13 @@ from lab.cli.try_local import metrics
 WAIT_S = 60  # far above what taking a free lock needs
 
 
+def own_lock(monkeypatch: pytest.MonkeyPatch, lock: Path) -> None:
+    """The testbed lock at `lock`, held by no one in this process: the test session's own turn at
+    the real lock (its holder mark in the environment) must not let the command skip waiting."""
+    monkeypatch.setattr(testbed, "LOCK", lock)
+    monkeypatch.delenv(testbed.LOCK_HOLDER, raising=False)
+
+
 class RunningTry:
     """The testbed lock held by another thread, as a running `labctl try` (or a test session)
     holds it, until the command under test is seen waiting for it; `seen` is what had happened
@@ -29,8 +36,7 @@ class RunningTry:
         self.held = threading.Event()
         self.calls: list[str] = []
         self.seen: list[str] | None = None
-        monkeypatch.setattr(testbed, "LOCK", lock)
-        monkeypatch.delenv(testbed.LOCK_HOLDER, raising=False)
+        own_lock(monkeypatch, lock)
         real = testbed.exclusive
 
         @contextmanager
@@ -109,8 +115,7 @@ def test_a_second_try_waits_for_the_first_rather_than_call_its_machines_leftover
 def test_machines_a_finished_keep_run_left_are_named_with_the_way_to_remove_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(testbed, "LOCK", tmp_path / "lock")
-    monkeypatch.delenv(testbed.LOCK_HOLDER, raising=False)
+    own_lock(monkeypatch, tmp_path / "lock")
     ready_to_run(monkeypatch)
     monkeypatch.setattr(testbed, "leftovers", lambda lay: ["folder try"])
     trained: list[object] = []
