@@ -5,7 +5,10 @@
 #      sudo for a user who may use it; skipped otherwise, they serve only the test machines);
 #   2. a virtual environment in .venv with every pinned Python package: the operator's, the
 #      trainer's and the test tools (requirements/dev.lock, each file checked against its hash),
-#      owned by the user who ran it (SUDO_USER's when run through sudo).
+#      owned by the user who ran it (SUDO_USER's when run through sudo);
+#   3. upstream's programs for the tests that run the real Pulumi engine and Kubernetes, from the
+#      pinned tools folder into a cache outside the checkout (lab/testbed/tools.py; nothing when
+#      the cache is complete; one line saying how to get them where there is no tools folder).
 # A package it installs starts no service and stays disabled: the tests and the test machines
 # start their own sshd and apt-cacher-ng, and exportfs runs in a private namespace, so the
 # machine runs the services it ran before. Packages already there are left as they are.
@@ -13,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STEP=0
-STEPS=5
+STEPS=6
 # What invoke-rc.d and deb-systemd-invoke ask before they start a service.
 POLICY_RC_D=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
 began_all=$SECONDS
@@ -106,10 +109,10 @@ disable_services() {
 }
 
 if ! command -v apt-get >/dev/null; then
-  STEPS=3
+  STEPS=4
   echo "setup: not Debian or Ubuntu; skipping scripts/apt-packages.txt (needed only for the test machines)"
 elif [[ ${as_root[0]:-} == none ]]; then
-  STEPS=3
+  STEPS=4
   echo "setup: neither root nor sudo; skipping scripts/apt-packages.txt (needed only for the test machines)"
 else
   before=$(mktemp)
@@ -136,4 +139,7 @@ step "Python packages of requirements/dev.lock (torch among them: several GB, mi
   "${as_owner[@]}" .venv/bin/pip install --quiet --require-hashes -r requirements/dev.lock
 step "this checkout into .venv (the labctl command)" \
   "${as_owner[@]}" .venv/bin/pip install --quiet --no-deps --no-build-isolation -e .
+# Without a tools folder the rest of the lab still installs: the line says how to get them.
+step "upstream's programs (Pulumi CLI, Kubernetes, kwok, Kueue) into their cache" \
+  sh -c "${as_owner[*]} .venv/bin/python -m lab.testbed.tools install || true"
 echo "setup: done in $((SECONDS - began_all)) s; activate with 'source .venv/bin/activate'"
