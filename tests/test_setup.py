@@ -60,11 +60,13 @@ echo "sudo uid=$(id -u) $*" >> "$LOG"
 [ "$1" = -u ] && shift 3
 exec "$@"
 """,
-    # `python3 -m venv .venv` makes a .venv whose pip records its calls.
+    # `python3 -m venv .venv` makes a .venv whose pip and python record their calls; its python
+    # fails, as it does where there is no tools folder: the set-up goes on.
     "python3": """#!/bin/sh
 mkdir -p .venv/bin
 printf '#!/bin/sh\\necho "pip uid=$(id -u) $*" >> "$LOG"\\n' > .venv/bin/pip
-chmod 755 .venv/bin/pip
+printf '#!/bin/sh\\necho "python uid=$(id -u) $*" >> "$LOG"\\nexit 1\\n' > .venv/bin/python
+chmod 755 .venv/bin/pip .venv/bin/python
 """,
 }
 
@@ -146,8 +148,8 @@ def test_a_root_shell_without_sudo_gets_everything_step_by_step(tmp_path: Path) 
     assert not any(call.startswith("sudo") for call in calls), calls
     steps = re.findall(r"^setup: \[(\d)/(\d)\] (.*) \.\.\.$", done.stdout, re.M)
     timed = re.findall(r"^setup:   done in \d+ s$", done.stdout, re.M)
-    assert [int(n) for n, _, _ in steps] == [1, 2, 3, 4, 5] and len(timed) == 5, done.stdout
-    assert all(total == "5" for _, total, _ in steps)
+    assert [int(n) for n, _, _ in steps] == [1, 2, 3, 4, 5, 6] and len(timed) == 6, done.stdout
+    assert all(total == "6" for _, total, _ in steps)
     # Only the packages that were not there are installed, while policy-rc.d says no to every start.
     (install,) = [call for call in calls if call.startswith("apt-get") and " install " in call]
     assert "policy=#!/bin/sh exit 101" in install and " openssh-server " in install + " "
@@ -159,6 +161,8 @@ def test_a_root_shell_without_sudo_gets_everything_step_by_step(tmp_path: Path) 
     assert "disabled apt-cacher-ng.service (apt-cacher-ng)" in done.stdout
     pip = [call for call in calls if call.startswith("pip")]
     assert len(pip) == 3 and all(call.startswith("pip uid=0 install") for call in pip)
+    tools = [call for call in calls if call.startswith("python")]
+    assert tools == ["python uid=0 -m lab.testbed.tools install"]
 
 
 def test_a_user_who_may_sudo_is_asked_only_for_the_debian_packages(tmp_path: Path) -> None:
