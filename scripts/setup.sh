@@ -117,7 +117,9 @@ elif [[ ${as_root[0]:-} == none ]]; then
 else
   before=$(mktemp)
   after=$(mktemp)
-  trap 'rm -f "$before" "$after"' EXIT
+  # Only in this shell: a heartbeat subshell inherits the trap and, killed before it runs a
+  # line, runs it too, removing the lists while this shell still reads them.
+  trap '[[ $BASHPID != '"$$"' ]] || rm -f "$before" "$after"' EXIT
   installed >"$before"
   printf '%s\n' "${packages[@]}" >"$after"
   mapfile -t missing < <(newer "$before" "$after")
