@@ -130,7 +130,8 @@ def image_requirement_vars() -> dict[str, Any]:
 
 def lab_vars(lab: LabConfig) -> dict[str, Any]:
     """Group variables of `all`: everything the roles need to know about the lab as a whole."""
-    airgap = None
+    # Empty, not None, without one: the engine drops a None on its way to the provider.
+    airgap = {}
     if lab.airgap is not None:
         airgap = {"k3s_binary": lab.airgap.k3s_binary, "images_tarball": lab.airgap.images_tarball}
     return {
@@ -167,7 +168,7 @@ def _host_vars(node: Node, lab: LabConfig) -> dict[str, Any]:
         "node_address": node.address,
         "node_role": node.role.value,
         "node_gpus": node.gpus,
-        "node_interface": node.interface,
+        "node_interface": node.interface or "",  # "" is the route's; a None would not cross the engine
     }
 
 

@@ -62,18 +62,30 @@ class PlaybookError(RuntimeError):
     """A playbook run that did not succeed; the message names host, task and the module's words."""
 
     def __init__(
-        self, playbook: str, failures: list[Failure], status: str, output: str = "", log: str = ""
+        self,
+        playbook: str,
+        failures: list[Failure],
+        status: str,
+        output: str = "",
+        log: str = "",
+        aftermath: str = "",
     ) -> None:
         self.playbook = playbook
         self.failures = failures
         self.status = status
+        self.output = output
         self.log = log  # the run's full log, every task's line
+        self.aftermath = aftermath  # what was done about the failure, and what the operator does
         if failures:
             detail = "\n".join(f"  - {f}" for f in failures)
         else:
             tail = "\n".join(f"    {line}" for line in output.strip().splitlines()[-15:])
             detail = f"  - the run ended with status {status!r} before any task failed:\n{tail}"
-        super().__init__(f"{playbook} failed:\n{detail}")
+        super().__init__(f"{playbook} failed:\n{detail}" + (f"\n{aftermath}" if aftermath else ""))
+
+    def followed_by(self, aftermath: str) -> PlaybookError:
+        """This failure, with what was done about it said last."""
+        return PlaybookError(self.playbook, self.failures, self.status, self.output, self.log, aftermath)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,17 @@ The playbooks themselves run in a fresh process (lab.bootstrap.playbook), never 
 
 The join tokens (lab.bootstrap.tokens) are generated once, on create, and kept (secret) in the outputs;
 the kubeconfig comes back from the server through `set_stats`, rewritten to the server's reachable address.
+
+Every value reaches the provider through the engine, numbers as doubles: each entry point takes
+its values back through lab.bootstrap.engine_values first.
+
+A failed run is undone where no record would reach it. The Python dynamic provider host answers
+a `create` that raises with an error and no state (pulumi/dynamic/__main__.py, `Create` under
+`_abort_with_traceback`), so the engine records nothing and `pulumi destroy` could not reset what
+site.yml changed: create runs reset.yml on every node before it reports the failure. A failed
+`update` leaves the stored outputs as they were, and `destroy` resets the nodes they name (each
+node's own record says what the lab changed there, the failed run's changes included); only the
+nodes the update was adding are not named there, so reset.yml runs on those alone.
 """
 
 from __future__ import annotations
@@ -27,8 +38,9 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
 from lab.bootstrap import kubeconfig
+from lab.bootstrap.engine_values import engine_safe, from_engine
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir, with_known_hosts
-from lab.bootstrap.playbook import PlaybookResult, run_playbook
+from lab.bootstrap.playbook import PlaybookError, PlaybookResult, run_playbook
 from lab.bootstrap.tokens import kept_tokens, new_tokens, playbook_secrets
 from lab.config import ConfigError, LabConfig
 from lab.paths import ANSIBLE_DIR
@@ -55,7 +67,8 @@ def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[s
             continue
         digest.update(str(path.relative_to(ansible_dir)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
-    digest.update(json.dumps([inventory, extravars], sort_keys=True).encode())
+    # As the program made them, whether the engine has carried them (numbers as doubles) or not.
+    digest.update(json.dumps(from_engine([inventory, extravars]), sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -71,14 +84,16 @@ def bootstrap_inputs(
     if inventory is None:
         inventory = build_inventory(lab, None)
     extravars = {"lab_stack": stack}
-    return {
-        "stack": stack,
-        "server_address": lab.server.address,
-        "inventory": inventory,
-        "extravars": extravars,
-        "content_hash": content_hash(ANSIBLE_DIR, inventory, extravars),
-        "rerun": os.environ.get(RERUN_VARIABLE, ""),
-    }
+    return engine_safe(
+        {
+            "stack": stack,
+            "server_address": lab.server.address,
+            "inventory": inventory,
+            "extravars": extravars,
+            "content_hash": content_hash(ANSIBLE_DIR, inventory, extravars),
+            "rerun": os.environ.get(RERUN_VARIABLE, ""),
+        }
+    )
 
 
 def _machines(inventory: dict[str, Any]) -> dict[str, str | None]:
@@ -168,21 +183,64 @@ class HostBootstrapProvider(ResourceProvider):
         self.verbose = verbose
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(f"hosts-{props['stack']}", _site(props, new_tokens(), self.verbose))
+        props = from_engine(props)
+        try:
+            outs = _site(props, new_tokens(), self.verbose)
+        except PlaybookError as failed:
+            raise self._undo(props, failed, list(_machines(props["inventory"]))) from None
+        return CreateResult(f"hosts-{props['stack']}", outs)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        olds, news = from_engine(olds), from_engine(news)
         leaving_nodes(olds, news)  # a server or NFS server change is refused in the preview
         asked = bool(news.get("rerun")) and news.get("rerun") != olds.get("rerun")
         return DiffResult(changes=asked or olds.get("content_hash") != news.get("content_hash"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        olds, news = from_engine(olds), from_engine(news)
         leaving = leaving_nodes(olds, news)
         if leaving:
             _run(olds, REMOVE_PLAYBOOK, verbose=self.verbose, limit=leaving)
-        return UpdateResult(_site(news, kept_tokens(olds["token"]), self.verbose))
+        try:
+            return UpdateResult(_site(news, kept_tokens(olds["token"]), self.verbose))
+        except PlaybookError as failed:
+            # As in leaving_nodes: a name kept on another address is another machine.
+            stored = _machines(olds["inventory"])
+            joining = [n for n, at in _machines(news["inventory"]).items() if stored.get(n, "") != at]
+            if not joining:
+                raise
+            raise self._undo(news, failed, joining) from None
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        _run(props, "reset.yml", verbose=self.verbose)
+        _run(from_engine(props), "reset.yml", verbose=self.verbose)
+
+    def _undo(self, props: dict[str, Any], failed: PlaybookError, nodes: list[str]) -> PlaybookError:
+        """`failed`, once reset.yml ran on those of `nodes` that answer (no stored record will reach
+        them); its last line says what was undone and what the operator does next."""
+        lost = {f.host for f in failed.failures if f.unreachable}
+        # A Struct keeps no order: name the nodes the same way each time.
+        reached = sorted(set(nodes) - lost)
+        unreached = sorted(lost & set(nodes))
+        if not reached:
+            return failed
+        later = (
+            f"; {', '.join(unreached)} could not be reached: once it answers, `labctl hosts down --stack"
+            f" {props['stack']}` resets what the run may have changed there"
+            if unreached
+            else ""
+        )
+        try:
+            _run(props, "reset.yml", verbose=self.verbose, limit=reached)
+        except PlaybookError as reset_failed:
+            why = "; ".join(map(str, reset_failed.failures)) or reset_failed.status
+            return failed.followed_by(
+                f"reset.yml, run to undo it on {', '.join(reached)}, failed too ({why}): once the nodes"
+                f" answer, `labctl hosts down --stack {props['stack']}` runs it again"
+            )
+        return failed.followed_by(
+            f"reset.yml then undid what the run had changed on {', '.join(reached)}{later}; fix the"
+            " cause and run `pulumi up` again"
+        )
 
 
 class HostBootstrap(Resource, module="k8scifar", name="HostBootstrap"):

@@ -112,8 +112,9 @@ def _told_above(log: Path, log_copy: Path | None = None) -> Iterator[None]:
         # Sorted: Ansible reports hosts in the order they fail, which varies from run to run.
         hosts = ", ".join(sorted({f.host for f in err.failures}))
         why = "could not be reached" if all(f.unreachable for f in err.failures) else "failed"
+        then = f"; {err.aftermath}" if err.aftermath else ""
         raise CliError(
-            f"{err.playbook} stopped: {hosts} {why}, as said above; every task's line is in {kept}"
+            f"{err.playbook} stopped: {hosts} {why}, as said above; every task's line is in {kept}{then}"
         ) from None
     finally:
         if log_copy is not None and log.exists():

@@ -53,7 +53,7 @@ def test_inventory_from_every_stack(stack: str, tmp_path: Path) -> None:
             node.user,
             lab.ssh.port,
         )
-        assert (host["node_gpus"], host["node_interface"]) == (node.gpus, node.interface)
+        assert (host["node_gpus"], host["node_interface"]) == (node.gpus, node.interface or "")
         assert host["ansible_ssh_private_key_file"] == lab.ssh.key_path
         assert host["lab_registry_endpoint"] == lab.registry_endpoint
         assert host["lab_distribution"] == lab.distribution.value

@@ -35,6 +35,27 @@ LAB = {
     ]
 }
 PASSPHRASE = "Passphrase-SECRET-MARKER"
+# A site.yml that changes every node (the marker holds a number the program made, as the engine
+# hands it on), then fails on node-c: a first `up`, or an update adding node-c, stopped half-way.
+FAILING_ON_C = """\
+- name: Change every node, then fail on node-c
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the node's marker, owned by the trainer's uid
+      ansible.builtin.copy:
+        content: "{{ lab_trainer_uid }}\\n"
+        dest: "{{ target }}/{{ inventory_hostname }}"
+        mode: "0644"
+    - name: Fail on node-c
+      ansible.builtin.fail:
+        msg: "node-c cannot take the lab"
+      when: inventory_hostname == "node-c"
+    - name: Return the kubeconfig
+      ansible.builtin.set_stats:
+        data:
+          lab_kubeconfig: ""
+"""
 # The state in the checkout's own .lab/, as on an operator's machine (the suite otherwise keeps it
 # in a temporary folder): where it lives after a move is what these tests are about.
 CHECKOUT_STATE = {"K8SCIFAR_STATE_DIR": ""}
@@ -42,12 +63,12 @@ CHECKOUT_STATE = {"K8SCIFAR_STATE_DIR": ""}
 FAKE_SSH = '#!/bin/sh\necho "$@" >> "$(dirname "$0")/ssh-calls"\nexit 255\n'
 
 
-def _checkout(root: Path) -> Path:
+def _checkout(root: Path, site: str = SITE) -> Path:
     """A checkout of the lab at `root`: its Python packages (lab imports the trainer's rules), and
     the throw-away Ansible tree."""
     for package in ("lab", "trainer"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
-    make_ansible_dir(root / "ansible", site=SITE, reset=RESET)
+    make_ansible_dir(root / "ansible", site=site, reset=RESET)
     return root
 
 
@@ -166,3 +187,33 @@ def test_destroy_works_for_a_state_written_before_the_bootstrap_moved(target: Pa
         host.configure()
         host.delete(id_, {**outs, PROVIDER_KEY: PROVIDER_BEFORE_THE_MOVE})
     assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "reset.yml did not run"
+
+
+def test_a_run_that_fails_half_way_leaves_no_change_the_state_cannot_reach(
+    target: Path, tmp_path: Path
+) -> None:
+    """A failed create is not recorded, so it resets every node before reporting; a failed update
+    keeps the stored outputs, so it resets only the node it was adding. Numbers reach Ansible as
+    the program made them, though the engine carries them as doubles."""
+    checkout = _checkout(tmp_path / "checkout", site=FAILING_ON_C)
+    two = _inputs(checkout, local_inventory(target, ["node-a", "node-b"], lab_trainer_uid=10001))
+    three = _inputs(checkout, local_inventory(target, ["node-a", "node-b", "node-c"], lab_trainer_uid=10001))
+    with _host(checkout, tmp_path) as host:
+        host.configure()
+        with pytest.raises(grpc.RpcError) as first_up:
+            host.create(host.check(three))
+        assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "the failed create left changes"
+        told = first_up.value.details()
+        assert "node-c cannot take the lab" in told
+        assert "reset.yml then undid what the run had changed on node-a, node-b, node-c" in told
+
+        id_, outs, _ = _create(host, two)
+        assert (target / "node-a").read_text().strip() == "10001", (
+            "a number reached Ansible as the engine carried it"
+        )
+        with pytest.raises(grpc.RpcError) as adding:
+            host.update(id_, outs, host.check(three))
+        assert "reset.yml then undid what the run had changed on node-c;" in adding.value.details()
+        assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml", "node-a", "node-b"]
+        host.delete(id_, outs)
+    assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "destroy did not reach the stored nodes"
