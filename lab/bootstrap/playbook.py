@@ -69,6 +69,7 @@ class PlaybookError(RuntimeError):
         output: str = "",
         log: str = "",
         aftermath: str = "",
+        stats: dict[str, Any] | None = None,
     ) -> None:
         self.playbook = playbook
         self.failures = failures
@@ -76,6 +77,9 @@ class PlaybookError(RuntimeError):
         self.output = output
         self.log = log  # the run's full log, every task's line
         self.aftermath = aftermath  # what was done about the failure, and what the operator does
+        # The set_stats data of the plays that ran (in memory only); None: the run ended without
+        # saying, so nothing is known of what it did.
+        self.stats = stats
         if failures:
             detail = "\n".join(f"  - {f}" for f in failures)
         else:
@@ -85,7 +89,9 @@ class PlaybookError(RuntimeError):
 
     def followed_by(self, aftermath: str) -> PlaybookError:
         """This failure, with what was done about it said last."""
-        return PlaybookError(self.playbook, self.failures, self.status, self.output, self.log, aftermath)
+        return PlaybookError(
+            self.playbook, self.failures, self.status, self.output, self.log, aftermath, self.stats
+        )
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ class Outcome:
     failures: list[Failure] = field(default_factory=list)
     status: str = ""
     output: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)  # a failed run's set_stats data
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -152,7 +159,7 @@ class Outcome:
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
         result = PlaybookResult(**data["result"]) if data["result"] is not None else None
         failures = [Failure(**f) for f in data["failures"]]
-        return cls(result, failures, data["status"], data["output"])
+        return cls(result, failures, data["status"], data["output"], data.get("stats") or {})
 
 
 def _scrub_secrets(workdir: Path) -> None:
@@ -251,7 +258,7 @@ def run_playbook(
     if answer is None:
         raise PlaybookError(playbook, [], _how_it_ended(returncode), log=log)
     if answer.result is None:
-        raise PlaybookError(playbook, answer.failures, answer.status, answer.output, log)
+        raise PlaybookError(playbook, answer.failures, answer.status, answer.output, log, stats=answer.stats)
     answer.result.log = log
     return answer.result
 

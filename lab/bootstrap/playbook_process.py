@@ -198,7 +198,7 @@ def run(request: Request, cancelled: Callable[[], bool], started: Callable[[int]
             close_connections(workdir)
     if runner.status != "successful" or recorder.failures:
         output = runner.stdout.read() if runner.stdout else ""
-        return Outcome(None, recorder.failures, runner.status, output)
+        return Outcome(None, recorder.failures, runner.status, output, recorder.result.stats)
     return Outcome(recorder.result)
 
 

@@ -20,10 +20,12 @@ its values back through lab.bootstrap.engine_values first.
 A failed run is undone where no record would reach it. The Python dynamic provider host answers
 a `create` that raises with an error and no state (pulumi/dynamic/__main__.py, `Create` under
 `_abort_with_traceback`), so the engine records nothing and `pulumi destroy` could not reset what
-site.yml changed: create runs reset.yml on every node before it reports the failure. A failed
+site.yml changed: create runs reset.yml before it reports the failure, on the nodes the run was
+the first to change (site.yml reports those that held no record of the lab when it began; a node
+already in a lab, made by `labctl hosts up` or another stack, is left as it is). A failed
 `update` leaves the stored outputs as they were, and `destroy` resets the nodes they name (each
 node's own record says what the lab changed there, the failed run's changes included); only the
-nodes the update was adding are not named there, so reset.yml runs on those alone.
+nodes the update was adding are not named there, so remove_nodes.yml takes those out again.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 from lab.bootstrap import kubeconfig
 from lab.bootstrap.engine_values import engine_safe, from_engine
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir, with_known_hosts
-from lab.bootstrap.playbook import PlaybookError, PlaybookResult, run_playbook
+from lab.bootstrap.playbook import Failure, PlaybookError, PlaybookResult, run_playbook
 from lab.bootstrap.tokens import kept_tokens, new_tokens, playbook_secrets
 from lab.config import ConfigError, LabConfig
 from lab.paths import ANSIBLE_DIR
@@ -54,6 +56,9 @@ SECRET_OUTPUTS = ["token", "kubeconfig"]
 RERUN_VARIABLE = "K8SCIFAR_RERUN_HOSTS"
 # Run on the nodes an update drops, before site.yml runs on those that stay.
 REMOVE_PLAYBOOK = "remove_nodes.yml"
+# site.yml's set_stats key naming the nodes that held no record of the lab when the run began
+# (the lab_state role's guard): a failed run is undone on those alone.
+FRESH_NODES_STAT = "lab_fresh_nodes"
 # The inventory groups whose node cannot change while the lab stands: the cluster's control plane
 # and the export every node mounts live there (a new server is a new cluster).
 FIXED_GROUPS = ("server", "nfs_server")
@@ -157,9 +162,8 @@ def _run(
     )
 
 
-def _site(props: dict[str, Any], token: dict[str, str], verbose: bool) -> dict[str, Any]:
-    """Run site.yml with `props`; the outputs the resource keeps."""
-    result = _run(props, "site.yml", secret_vars=playbook_secrets(token), verbose=verbose)
+def _outputs(props: dict[str, Any], token: dict[str, str], result: PlaybookResult) -> dict[str, Any]:
+    """What the resource keeps of a site.yml run with `props`."""
     raw = result.stats.get("lab_kubeconfig", "")
     return {
         **props,
@@ -184,11 +188,19 @@ class HostBootstrapProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         props = from_engine(props)
+        token = new_tokens()
+        stats: dict[str, Any] | None = None
         try:
-            outs = _site(props, new_tokens(), self.verbose)
+            result = _run(props, "site.yml", secret_vars=playbook_secrets(token), verbose=self.verbose)
+            stats = result.stats
+            return CreateResult(f"hosts-{props['stack']}", _outputs(props, token, result))
         except PlaybookError as failed:
-            raise self._undo(props, failed, list(_machines(props["inventory"]))) from None
-        return CreateResult(f"hosts-{props['stack']}", outs)
+            raise failed.followed_by(self._undo(props, "reset.yml", failed.stats, failed.failures)) from None
+        except Exception as err:
+            # Raised after the playbook ran (a kubeconfig it returned that cannot be used): the
+            # engine records nothing of this either.
+            err.add_note(self._undo(props, "reset.yml", stats, []))
+            raise
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         olds, news = from_engine(olds), from_engine(news)
@@ -201,45 +213,65 @@ class HostBootstrapProvider(ResourceProvider):
         leaving = leaving_nodes(olds, news)
         if leaving:
             _run(olds, REMOVE_PLAYBOOK, verbose=self.verbose, limit=leaving)
+        token = kept_tokens(olds["token"])
         try:
-            return UpdateResult(_site(news, kept_tokens(olds["token"]), self.verbose))
+            result = _run(news, "site.yml", secret_vars=playbook_secrets(token), verbose=self.verbose)
         except PlaybookError as failed:
             # As in leaving_nodes: a name kept on another address is another machine.
             stored = _machines(olds["inventory"])
             joining = [n for n, at in _machines(news["inventory"]).items() if stored.get(n, "") != at]
             if not joining:
                 raise
-            raise self._undo(news, failed, joining) from None
+            # Joined agents are Nodes of the cluster already: drained and deleted, then reset.
+            undone = self._undo(news, REMOVE_PLAYBOOK, failed.stats, failed.failures, among=joining)
+            raise failed.followed_by(undone) from None
+        return UpdateResult(_outputs(news, token, result))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         _run(from_engine(props), "reset.yml", verbose=self.verbose)
 
-    def _undo(self, props: dict[str, Any], failed: PlaybookError, nodes: list[str]) -> PlaybookError:
-        """`failed`, once reset.yml ran on those of `nodes` that answer (no stored record will reach
-        them); its last line says what was undone and what the operator does next."""
-        lost = {f.host for f in failed.failures if f.unreachable}
+    def _undo(
+        self,
+        props: dict[str, Any],
+        playbook: str,
+        stats: dict[str, Any] | None,
+        failures: list[Failure],
+        among: list[str] | None = None,
+    ) -> str:
+        """Run `playbook` on the nodes a failed run was the first to change (of `among`) that still
+        answer; what was undone and what the operator does next, or "" when there was nothing."""
+        stack = props["stack"]
+        if stats is None:
+            return (
+                "the run ended before it said which nodes it changed, so nothing was undone:"
+                f" `labctl hosts down --stack {stack}` resets what it changed"
+            )
+        fresh = set(stats.get(FRESH_NODES_STAT) or {})
+        if among is not None:
+            fresh &= set(among)
+        lost = {f.host for f in failures if f.unreachable}
         # A Struct keeps no order: name the nodes the same way each time.
-        reached = sorted(set(nodes) - lost)
-        unreached = sorted(lost & set(nodes))
-        if not reached:
-            return failed
+        reached, unreached = sorted(fresh - lost), sorted(fresh & lost)
         later = (
-            f"; {', '.join(unreached)} could not be reached: once it answers, `labctl hosts down --stack"
-            f" {props['stack']}` resets what the run may have changed there"
+            f"{', '.join(unreached)} could not be reached: once it answers, `labctl hosts down --stack"
+            f" {stack}` resets what the run may have changed there"
             if unreached
             else ""
         )
+        if not reached:
+            return later
         try:
-            _run(props, "reset.yml", verbose=self.verbose, limit=reached)
-        except PlaybookError as reset_failed:
-            why = "; ".join(map(str, reset_failed.failures)) or reset_failed.status
-            return failed.followed_by(
-                f"reset.yml, run to undo it on {', '.join(reached)}, failed too ({why}): once the nodes"
-                f" answer, `labctl hosts down --stack {props['stack']}` runs it again"
+            _run(props, playbook, verbose=self.verbose, limit=reached)
+        except PlaybookError as undo_failed:
+            why = "; ".join(map(str, undo_failed.failures)) or undo_failed.status
+            return (
+                f"{playbook}, run to undo it on {', '.join(reached)}, failed too ({why}): once the nodes"
+                f" answer, `labctl hosts down --stack {stack}` runs it again"
             )
-        return failed.followed_by(
-            f"reset.yml then undid what the run had changed on {', '.join(reached)}{later}; fix the"
-            " cause and run `pulumi up` again"
+        return (
+            f"{playbook} then undid what the run had changed on {', '.join(reached)}"
+            + (f"; {later}" if later else "")
+            + "; fix the cause and run `pulumi up` again"
         )
 
 

@@ -35,16 +35,28 @@ LAB = {
     ]
 }
 PASSPHRASE = "Passphrase-SECRET-MARKER"
-# A site.yml that changes every node (the marker holds a number the program made, as the engine
-# hands it on), then fails on node-c: a first `up`, or an update adding node-c, stopped half-way.
+# A site.yml that reports the nodes it is the first to change (as the lab_state role's guard
+# does, by their record: here the marker), changes every node (the marker holds a number the
+# program made, as the engine hands it on), then fails on node-c: a first `up`, or an update
+# adding node-c, stopped half-way.
 FAILING_ON_C = """\
 - name: Change every node, then fail on node-c
   hosts: all
   gather_facts: false
   tasks:
+    - name: Look for the node's record from an earlier run
+      ansible.builtin.stat:
+        path: "{{ target }}/{{ inventory_hostname }}"
+      register: record
+    - name: Report the node as one this run is the first to change
+      ansible.builtin.set_stats:
+        data:
+          lab_fresh_nodes: "{{ {inventory_hostname: true} }}"
+        per_host: false
+      when: not record.stat.exists
     - name: Write the node's marker, owned by the trainer's uid
       ansible.builtin.copy:
-        content: "{{ lab_trainer_uid }}\\n"
+        content: "{{ lab_trainer_uid }}"
         dest: "{{ target }}/{{ inventory_hostname }}"
         mode: "0644"
     - name: Fail on node-c
@@ -68,7 +80,8 @@ def _checkout(root: Path, site: str = SITE) -> Path:
     the throw-away Ansible tree."""
     for package in ("lab", "trainer"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
-    make_ansible_dir(root / "ansible", site=site, reset=RESET)
+    # Taking a node out of the pretend cluster is resetting it.
+    make_ansible_dir(root / "ansible", site=site, reset=RESET, remove_nodes=RESET)
     return root
 
 
@@ -192,28 +205,30 @@ def test_destroy_works_for_a_state_written_before_the_bootstrap_moved(target: Pa
 def test_a_run_that_fails_half_way_leaves_no_change_the_state_cannot_reach(
     target: Path, tmp_path: Path
 ) -> None:
-    """A failed create is not recorded, so it resets every node before reporting; a failed update
-    keeps the stored outputs, so it resets only the node it was adding. Numbers reach Ansible as
-    the program made them, though the engine carries them as doubles."""
+    """A failed create is not recorded, so it resets the nodes it was the first to change before
+    reporting (node-b, already in a lab, is left be); a failed update keeps the stored outputs, so it
+    takes out only the node it was adding. Numbers reach Ansible as the program made them, though
+    the engine carries them as doubles."""
     checkout = _checkout(tmp_path / "checkout", site=FAILING_ON_C)
     two = _inputs(checkout, local_inventory(target, ["node-a", "node-b"], lab_trainer_uid=10001))
     three = _inputs(checkout, local_inventory(target, ["node-a", "node-b", "node-c"], lab_trainer_uid=10001))
+    (target / "node-b").write_text("a lab made before\n")
     with _host(checkout, tmp_path) as host:
         host.configure()
         with pytest.raises(grpc.RpcError) as first_up:
             host.create(host.check(three))
-        assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "the failed create left changes"
+        assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml", "node-b"], (
+            "the failed create left changes"
+        )
         told = first_up.value.details()
-        assert "node-c cannot take the lab" in told
-        assert "reset.yml then undid what the run had changed on node-a, node-b, node-c" in told
+        assert "host node-c, task 'Fail on node-c': node-c cannot take the lab" in told
+        assert "reset.yml then undid what the run had changed on node-a, node-c; fix the cause" in told
 
         id_, outs, _ = _create(host, two)
-        assert (target / "node-a").read_text().strip() == "10001", (
-            "a number reached Ansible as the engine carried it"
-        )
+        assert (target / "node-a").read_text() == "10001", "a number reached Ansible as the engine carried it"
         with pytest.raises(grpc.RpcError) as adding:
             host.update(id_, outs, host.check(three))
-        assert "reset.yml then undid what the run had changed on node-c;" in adding.value.details()
+        assert "remove_nodes.yml then undid what the run had changed on node-c;" in adding.value.details()
         assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml", "node-a", "node-b"]
         host.delete(id_, outs)
     assert sorted(p.name for p in target.iterdir()) == ["k3s.yaml"], "destroy did not reach the stored nodes"
