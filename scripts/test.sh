@@ -5,7 +5,8 @@
 # The fast tier runs in parallel, a worker per core (pytest-xdist); the slow tier (real plays,
 # trainer runs, the sshd, an install, and the integration tier, whose tests share the test
 # machines' addresses, ports and namespaces) runs after it in one process. The exit status is
-# non-zero when either run fails, and the output ends with the last run's summary line.
+# non-zero when either run fails, and the output ends with the last run's summary line; just before
+# it, each run writes its 25 slowest phases and its time per test folder (tests/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
