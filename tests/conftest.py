@@ -27,8 +27,9 @@ pytest_plugins = [
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow tier before `-m` selects by marks."""
     from tests.support.tiers import apply_tiers
 
-    apply_tiers(items)
+    # pytest-xdist sets `loadgroup` on a worker of a `--dist loadgroup` run, where tests are collected.
+    apply_tiers(items, loadgroup=bool(config.getoption("loadgroup", False)))
