@@ -3,9 +3,12 @@
 # by its tiers (tests/README.md). Extra arguments go to both pytest runs (e.g. scripts/test.sh -k config).
 # --fast, first: the inner loop, the fast tier alone.
 # The fast tier runs in parallel, a worker per core (pytest-xdist); the slow tier (real plays,
-# trainer runs, the sshd, an install, and the integration tier, whose tests share the test
-# machines' addresses, ports and namespaces) runs after it in one process. The exit status is
-# non-zero when either run fails, and the output ends with the last run's summary line.
+# trainer runs, the sshd, an install, and the integration tier) runs after it on two workers:
+# tests that share something machine-wide (the integration tier's test machines, the sshd) take
+# turns, one xdist group per thing (tests/support/tiers.py), so the integration tier runs on one
+# worker while the rest of the slow tier runs beside it on the other. The exit status is non-zero
+# when either run fails, and the output ends with the last run's summary line; just before it, each
+# run writes its 25 slowest phases and its time per test folder (tests/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -33,7 +36,7 @@ run_tier() {
 }
 run_tier -n auto -m "not slow" "$@"
 if [[ "$fast" == false ]]; then
-  run_tier -m slow "$@"
+  run_tier -n 2 --dist loadgroup -m slow "$@"
 fi
 result=5
 for status in "${statuses[@]}"; do

@@ -1,7 +1,8 @@
 """The suite's tiers and its shared fixtures.
 
 Tiers: tests/support/tiers.py decides which tests are slow (and which are integration) from their
-folder and what they use; nothing is marked slow by hand. Fixtures shared across folders are
+folder and what they use; nothing is marked slow by hand. tests/support/durations.py ends each
+run with its time per test folder. Fixtures shared across folders are
 declared once: tests/support/sshd.py says why for the sshd; the rendered host and daemon files are
 read by tests in tests/roles and tests/seams alike. Each is defined in its tests/support module,
 registered here as a plugin: no conftest is imported as a module.
@@ -16,6 +17,7 @@ pytest.register_assert_rewrite("tests.support")
 
 pytest_plugins = [
     "tests.support.daemon_files",
+    "tests.support.durations",
     "tests.support.gpg",
     "tests.support.host_files",
     "tests.support.labctl",
@@ -25,8 +27,9 @@ pytest_plugins = [
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow tier before `-m` selects by marks."""
     from tests.support.tiers import apply_tiers
 
-    apply_tiers(items)
+    # pytest-xdist sets `loadgroup` on a worker of a `--dist loadgroup` run, where tests are collected.
+    apply_tiers(items, loadgroup=bool(config.getoption("loadgroup", False)))

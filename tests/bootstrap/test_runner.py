@@ -270,14 +270,18 @@ def test_an_unreachable_host_is_one_line_with_what_to_check(
 
 
 def _ssh_masters() -> set[int]:
-    """ssh connection masters on this machine: ssh renames each `ssh: SOCKET [mux]`."""
+    """ssh connection masters in this thread's network namespace (ssh renames each `ssh: SOCKET
+    [mux]`): inside the sshd fixture that is the test's own, where every process it starts runs,
+    so masters that other tests running meanwhile open to the test machines are not counted."""
+    here = os.stat("/proc/thread-self/ns/net").st_ino
     found = set()
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             text = cmdline.read_bytes()
+            inside = os.stat(cmdline.parent / "ns" / "net").st_ino == here
         except OSError:
             continue
-        if text.startswith(b"ssh: ") and b"[mux]" in text:
+        if inside and text.startswith(b"ssh: ") and b"[mux]" in text:
             found.add(int(cmdline.parent.name))
     return found
 

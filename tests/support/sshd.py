@@ -5,7 +5,9 @@ each test that uses it runs (with every process it starts): two loopback address
 machine to the loader, which refuses them, and these addresses are nobody's on the host. Both are
 still this one machine, as `labctl doctor` finds. tests/conftest.py registers this module as a
 plugin, so the fixtures are declared once: the namespace is named after this process (each
-parallel worker has its own) and made once per session.
+parallel worker has its own) and made once per session. The tests that log in still take turns
+across workers (xdist group `sshd`, tests/support/tiers.py): what they run as root over those
+logins acts on this machine's own files and processes, which no network namespace keeps apart.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def _sshd_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 
 @pytest.fixture
-@costly("logins over real SSH to the test sshd")
+@costly("logins over real SSH to the test sshd", shares="sshd")
 def sshd(_sshd_daemon: Sshd) -> Iterator[Sshd]:
     """The test sshd; the test runs in the nodes' namespace, and so does every process it starts."""
     home = os.open("/proc/self/ns/net", os.O_RDONLY)

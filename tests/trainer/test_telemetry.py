@@ -19,16 +19,19 @@ from trainer.pod.telemetry import FINAL_SCRAPES, SERVED, RankMetrics
 
 
 def consecutive_free_ports(count: int) -> int:
-    """A port P such that P..P+count-1 are free now (each local rank takes P + LOCAL_RANK)."""
-    for base in range(20000, 30000, count):
+    """A port P such that P..P+count-1 are free now (each local rank takes P + LOCAL_RANK). P is
+    the kernel's pick, not the first free one from a fixed start, which a test on the slow tier's
+    other worker looking at the same moment would pick too."""
+    for _ in range(100):
         with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            base = a.getsockname()[1]
             try:
-                a.bind(("127.0.0.1", base))
                 b.bind(("127.0.0.1", base + count - 1))
-            except OSError:
+            except (OSError, OverflowError):  # taken, or past 65535
                 continue
             return base
-    raise AssertionError("no free port pair between 20000 and 30000")
+    raise AssertionError(f"no {count} consecutive free ports in 100 of the kernel's picks")
 
 
 def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
