@@ -119,6 +119,19 @@ TAR_MAGIC = (257, b"ustar")
 COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Host names Ansible gives a meaning of its own (ansible-core 2.19): InventoryData.__init__
+# (lib/ansible/inventory/data.py) makes the groups `all` and `ungrouped` in every inventory, and
+# constants.LOCALHOST names the controller, which InventoryData.add_host makes the inventory's
+# localhost when a host bears the name. InventoryManager._evaluate_patterns (inventory/manager.py)
+# resolves a pattern that is a host's name to that host before any group of the name, so a node
+# named `all` would be the only host of every `hosts: all` play. Pattern syntax (split_host_pattern's
+# ',' and ':', _match_one_pattern's '!', '&', '~' and globs, _enumerate_matches' '.') is none of
+# DNS_LABEL's characters.
+ANSIBLE_HOST_NAMES = {
+    "all": "Ansible's group of every host",
+    "ungrouped": "Ansible's group of the hosts in no other group",
+    "localhost": "Ansible's name for the machine it runs on",
+}
 INTERFACE_NAME = r"^[A-Za-z0-9_.:@-]{1,15}$"
 
 # (pod network, service network) of each distribution: k3s's defaults (https://docs.k3s.io/cli/server,

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_validator
 
 from lab.config.facts import (
+    ANSIBLE_HOST_NAMES,
     COMPRESSED_MAGIC,
     ELF_MAGIC,
     EXPORT_PATH,
@@ -54,7 +55,10 @@ class SkipStep(StrEnum):
 class Node(KeyModel):
     """One machine of the lab, reachable over SSH."""
 
-    name: DnsLabel = Field(description="Kubernetes node name and inventory host name (DNS label).")
+    name: DnsLabel = Field(
+        description="Kubernetes node name and inventory host name (DNS label); not one Ansible reads"
+        " as a group or as the machine it runs on (all, localhost, the inventory's groups)."
+    )
     address: str = Field(
         description="IPv4 address the other node and the operator reach it at (the lab is IPv4 only)."
     )
@@ -70,6 +74,22 @@ class Node(KeyModel):
         default=None,
         description="Network interface for NCCL/Gloo traffic and flannel (default: the route's).",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _not_an_ansible_pattern(cls, value: str) -> str:
+        # Imported here: the inventory is built from this configuration, so it imports lab.config.
+        from lab.bootstrap.inventory import INVENTORY_GROUPS
+
+        meaning = ANSIBLE_HOST_NAMES.get(value)
+        if meaning is None and value in INVENTORY_GROUPS:
+            meaning = "a group of the lab's inventory"
+        if meaning is not None:
+            raise ValueError(
+                f"{value!r} is {meaning}, which Ansible would take this node for, running the plays"
+                f" meant for it on this node alone; name the node otherwise, such as {value}-1"
+            )
+        return value
 
     @field_validator("gpus", mode="before")
     @classmethod
