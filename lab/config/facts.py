@@ -78,6 +78,8 @@ SYSTEM_TREES = tuple(
         "/proc", "/root", "/run", "/sbin", "/snap", "/sys", "/usr", "/var",
     )
 )  # fmt: skip
+# The longest name of one path component Linux takes (NAME_MAX, include/uapi/linux/limits.h).
+NAME_MAX = 255
 # Directories whose children belong to someone else: a user's home, another disk's mount point.
 OWNED_PARENTS = tuple(Path(p) for p in ("/home", "/mnt", "/media"))
 # exports(5) splits its lines on blanks and reads '#', quotes and backslashes specially; a path

@@ -19,6 +19,7 @@ from lab.config.facts import (
     EXPORT_PATH,
     KEY_PATH_UNSAFE,
     MAX_NODE_GPUS,
+    NAME_MAX,
     NODE_PORT_RANGE,
     OWNED_PARENTS,
     SYSTEM_TREES,
@@ -192,7 +193,9 @@ class Nfs(KeyModel):
     @field_validator("export_path")
     @classmethod
     def _dedicated(cls, value: str) -> str:
-        path = Path(value)
+        # Python keeps a leading `//` as a root of its own (POSIX leaves its meaning to the
+        # system), so `//etc` would not be inside /etc; Linux reads it as `/`.
+        path = Path("/" + value.lstrip("/")) if value.startswith("/") else Path(value)
         fix = "use a directory for the lab alone, such as /srv/k8scifar"
         if not path.is_absolute() or ".." in path.parts or path == Path("/"):
             raise ValueError(f"{value!r} must be an absolute directory below / such as /srv/k8scifar")
@@ -200,6 +203,12 @@ class Nfs(KeyModel):
             raise ValueError(
                 f"{value!r} holds a character other than letters, digits, '.', '_', '-' and '/',"
                 f" which breaks the exports line; {fix}"
+            )
+        long = next((part for part in path.parts if len(part.encode()) > NAME_MAX), None)
+        if long is not None:
+            raise ValueError(
+                f"{value[:40]!r}... holds a folder name of {len(long.encode())} bytes, longer than the"
+                f" {NAME_MAX} Linux takes; {fix}"
             )
         system = next((tree for tree in SYSTEM_TREES if path.is_relative_to(tree)), None)
         if system is not None:

@@ -220,3 +220,30 @@ def test_no_pattern_or_check_takes_unicode_digits_for_ascii_ones() -> None:
             if pattern or check:
                 found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}")
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("export", "system"),
+    [
+        ("//etc/k8s", "/etc"),
+        ("//usr/local/lab", "/usr"),
+        ("//var//lib/lab", "/var"),
+        ("///root/lab", "/root"),
+    ],
+)
+def test_an_export_path_spelled_with_a_double_slash_is_checked_as_linux_reads_it(
+    export: str, system: str
+) -> None:
+    problem = _problem(_with(GPU, nfs={"exportPath": export}), "k8scifar:nfs.exportPath")
+    assert f"system directory {system};" in problem
+
+
+def test_an_export_path_is_kept_as_linux_reads_it() -> None:
+    assert parse_config(_with(GPU, nfs={"exportPath": "//srv//k8scifar/"})).nfs.export_path == "/srv/k8scifar"
+
+
+def test_an_export_path_with_a_name_longer_than_linux_takes_is_refused() -> None:
+    problem = _problem(_with(GPU, nfs={"exportPath": "/srv/" + "a" * 5000}), "k8scifar:nfs.exportPath")
+    assert "a folder name of 5000 bytes, longer than the 255 Linux takes" in problem
+    assert len(problem) < 300
+    parse_config(_with(GPU, nfs={"exportPath": "/srv/" + "a" * 255}))
