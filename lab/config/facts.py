@@ -35,15 +35,27 @@ API_PORT = 6443
 KUBELET_PORT = 10250
 VXLAN_PORT = 8472
 NFS_PORT_NUMBER = 2049
-NODE_PORTS = {(KUBELET_PORT, "tcp"): "kubelet", (VXLAN_PORT, "udp"): "flannel VXLAN"}
-SERVER_PORTS = {(API_PORT, "tcp"): "Kubernetes API"}
-KUBEADM_SERVER_PORTS = {
-    (2379, "tcp"): "etcd",
-    (2380, "tcp"): "etcd peers",
+# kube-proxy runs on every node under both distributions; its health and metrics listeners are
+# upstream's defaults (https://kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/,
+# --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249): one on the
+# loopback address still holds the port on the host network.
+NODE_PORTS = {
+    (KUBELET_PORT, "tcp"): "kubelet",
+    (VXLAN_PORT, "udp"): "flannel VXLAN",
+    (10256, "tcp"): "kube-proxy health",
+    (10249, "tcp"): "kube-proxy metrics",
+}
+# The controller-manager's and scheduler's secure ports (--secure-port of kube-controller-manager
+# and kube-scheduler) are held by kubeadm's static pods and by the k3s server, which runs both.
+SERVER_PORTS = {
+    (API_PORT, "tcp"): "Kubernetes API",
     (10257, "tcp"): "controller-manager",
     (10259, "tcp"): "scheduler",
 }
+KUBEADM_SERVER_PORTS = {(2379, "tcp"): "etcd", (2380, "tcp"): "etcd peers"}
 NFS_PORT = {(NFS_PORT_NUMBER, "tcp"): "NFS"}
+# Every port some node of a lab holds, by protocol, under either distribution.
+HELD_PORTS = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT
 # The node exporter's port, which it takes on every node's own network (the chart runs it with
 # hostNetwork): prometheus-community/helm-charts charts/prometheus-node-exporter 4.56.1 values.yaml
 # `service.port`, also the port of Debian's and Ubuntu's `prometheus-node-exporter` package. The
