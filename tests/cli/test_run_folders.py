@@ -19,10 +19,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.cli.common import runfolders
 from lab.cli.common.runsource import ExportRuns
 from tests.support.labctl import Result, labctl, loopback_values, write_stack
 from tests.support.sshd import Sshd
+from trainer.records import runfolders
 
 SECRET = "PRIVATE-KEY-SECRET-MARKER"
 ESC = "\x1b"
