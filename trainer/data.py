@@ -13,6 +13,7 @@ import codecs
 import hashlib
 import io
 import math
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import numpy as np
 from trainer.contract import CIFAR10, DATASET_FOLDER, GENERATED, META_FILE, TEST_FILE, TRAIN_FILES
 from trainer.errors import TrainerError
 from trainer.hyperparameters import CIFAR10_TRAIN_IMAGES
+from trainer.records import runfolders
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 ROW = 3 * 32 * 32
@@ -33,6 +35,8 @@ BATCH_IMAGES = CIFAR10_TRAIN_IMAGES // len(TRAIN_FILES)
 # name (under 64 bytes together in CIFAR-10's pickles, whose batches are 31 035 526 to 31 035 704
 # bytes), and the batch's keys. A larger file is refused before it is hashed or read.
 MAX_BATCH_BYTES = BATCH_IMAGES * (2 * ROW + 64) + 64 * 1024
+# A manifest line per batch: a sha256 and a file name.
+MAX_MANIFEST_BYTES = 64 * 1024
 # Written by `data synthetic` next to its batches: "<sha256>  <file name>" per line (sha256sum's format).
 MANIFEST = "SYNTHETIC.sha256"
 
@@ -94,15 +98,26 @@ def provenance(root: Path, require_published: bool = False) -> str:
     """What `load` reads under `root`: CIFAR-10 (held to its published sums) or a generated set
     (held to the manifest `data synthetic` writes beside it)."""
     manifest = root / DATASET_FOLDER / MANIFEST
-    return CIFAR10 if require_published or not manifest.is_file() else GENERATED
+    # Whatever the manifest is, a pipe or a link among them, it is there: `load` then names it.
+    return CIFAR10 if require_published or not os.path.lexists(manifest) else GENERATED
 
 
 def _expected_sums(folder: Path, require_published: bool) -> dict[str, tuple[str, str]]:
     """File name to (hash algorithm, hex digest) the batches must match."""
     if provenance(folder.parent, require_published) == CIFAR10:
         return {name: ("md5", md5) for name, md5 in published_md5s().items()}
+    fix = f"write the set again (`python -m trainer data synthetic --dir {folder.parent}`)"
+    try:
+        raw = runfolders.read_in(str(folder), MANIFEST, MAX_MANIFEST_BYTES)
+        text = raw.decode("utf-8")
+    except runfolders.Unfit as err:
+        raise DataError(f"{err}; {fix}") from None
+    except OSError as err:
+        raise DataError(f"{folder / MANIFEST} cannot be read ({err.strerror}); {fix}") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{folder / MANIFEST} is not UTF-8 text (byte {err.start}); {fix}") from None
     sums = {}
-    for line in (folder / MANIFEST).read_text().splitlines():
+    for line in text.splitlines():
         digest, _, name = line.partition("  ")
         sums[name] = ("sha256", digest)
     return sums
@@ -224,22 +239,24 @@ def _unpickle(raw: bytes) -> Any:
 def _read_batch(path: Path, sums: dict[str, tuple[str, str]]) -> Split:
     root = path.parent.parent
     fix = f"delete it and fetch the dataset again (`python -m trainer data download --dir {root}`)"
-    if not path.is_file():
-        raise DataError(f"{path} is missing; {fix}")
-    size = path.stat().st_size
-    if size > MAX_BATCH_BYTES:
-        raise DataError(
-            f"{path} is {size} bytes, more than the {MAX_BATCH_BYTES} a batch of {BATCH_IMAGES} images"
-            f" takes; {fix}"
-        )
+    # The dataset sits on the shared export: read as a run's files are (no link, no pipe or
+    # device), and refused by its size before a byte is read or hashed.
+    try:
+        raw = runfolders.read_in(str(path.parent), path.name, MAX_BATCH_BYTES)
+    except FileNotFoundError:
+        raise DataError(f"{path} is missing; {fix}") from None
+    except runfolders.Unfit as err:
+        raise DataError(f"{err}; {fix}") from None
+    except OSError as err:
+        raise DataError(f"{path} cannot be read ({err.strerror}); {fix}") from None
     algorithm, expected = sums.get(path.name, ("sha256", ""))
-    if _file_digest(path, algorithm) != expected:
+    if hashlib.new(algorithm, raw).hexdigest() != expected:
         raise DataError(
             f"{path} does not match its recorded {algorithm} checksum (tampered or corrupt),"
             f" so it is not unpickled; {fix}"
         )
     try:
-        batch = _unpickle(path.read_bytes())
+        batch = _unpickle(raw)
         data = np.asarray(batch["data"])
         labels = np.asarray(batch["labels"])
     except Exception as err:  # a truncated pickle raises any of several types

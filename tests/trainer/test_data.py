@@ -229,7 +229,7 @@ def test_a_batch_larger_than_cifar10s_is_refused_by_its_size_before_it_is_hashed
     with open(sparse, "r+b") as handle:
         handle.truncate(3 * 2**29)  # 1.5 GiB of holes: no disk, but 25 s to hash
     started = time.monotonic()
-    with pytest.raises(data.DataError, match=r"data_batch_2 is 1610612736 bytes, more than the \d+ a batch"):
+    with pytest.raises(data.DataError, match=r"data_batch_2: holds 1610612736 bytes, more than the \d+ such"):
         data.load(tmp_path, train=True)
     assert time.monotonic() - started < 5
 

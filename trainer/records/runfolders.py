@@ -1,7 +1,8 @@
 """Read the trainer's run folders: runs, sweeps, their status, metrics, summaries and plots.
 
 Run folders are hostile input: pods write them, and so may any NFS client the export admits. So
-this reader, the only one `labctl` has, never follows a link (each name is opened relative to its
+this reader, the only one `labctl` and the trainer's own commands have (`read_in`, `read_named`
+for one file), never follows a link (each name is opened relative to its
 folder with O_NOFOLLOW, and checked with lstat first and fstat after), reads regular files only,
 of bounded size and with one link (a hard link may be a file from outside the folder), never
 opens a pipe or a device (lstat says what a name is before it is opened, O_NONBLOCK keeps an open
@@ -188,6 +189,38 @@ class Folder:
             os.close(fd)
 
 
+class Unfit(Exception):
+    """A file left alone; the message is the one line that says which and why."""
+
+
+def read_in(folder: str, name: str, limit: int) -> bytes:
+    """The bytes of `name` in `folder`, read as a run's files are (never through a link, a regular
+    file of one link and at most `limit` bytes). Raises FileNotFoundError where there is none, and
+    Unfit with its line for any other file left alone."""
+    problems = Problems()
+    opened = Folder.open_root(folder)
+    try:
+        data = opened.read(name, limit, problems)
+    finally:
+        opened.close()
+    if data is None:
+        lines = problems.report()
+        if not lines:
+            raise FileNotFoundError(os.path.join(folder, name))
+        raise Unfit(os.path.join(folder, lines[0]))
+    return data
+
+
+def read_named(path: str, limit: int) -> bytes:
+    """`read_in` for a file a person named: the links of the path as written are followed (a
+    ConfigMap's mount is one), and what they lead to is read as a run's files are."""
+    real = os.path.realpath(path)
+    try:
+        return read_in(*os.path.split(real), limit)
+    except Unfit as err:
+        raise Unfit(f"{path} leads to {err}" if real != os.path.abspath(path) else str(err)) from None
+
+
 def _unfit(found: os.stat_result, limit: int) -> str | None:
     """Why a file of this lstat/fstat is not read, or None."""
     mode = found.st_mode
@@ -205,7 +238,7 @@ def _unfit(found: os.stat_result, limit: int) -> str | None:
     if found.st_nlink != 1:
         return f"has {found.st_nlink} hard links, and may be a file from outside the run folder; left alone"
     if found.st_size > limit:
-        return f"holds {found.st_size} bytes, more than the {limit} a run's file may; left alone"
+        return f"holds {found.st_size} bytes, more than the {limit} such a file may; left alone"
     return None
 
 
