@@ -82,10 +82,12 @@ def cross_checks(cfg: LabConfig) -> list[str]:
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
         problems.append("k8scifar:trainer.backend: nccl needs GPUs and no node has any; use gloo or auto")
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
+        # The batch's split is checked against ranks that fit: a batch for more ranks than the lab
+        # holds would be offered for a count the operator is told to lower.
         problems.append(_placement_problem(cfg, cfg.trainer.replicas))
     # Left out, the batch is the default or the nearest that splits (lab.config.batch): only the
     # stack's is refused.
-    if cfg.batch_set_by_stack and cfg.trainer.batch_size % cfg.replicas:
+    elif cfg.batch_set_by_stack and cfg.trainer.batch_size % cfg.replicas:
         problems.append(
             f"k8scifar:trainer.batchSize: {cfg.trainer.batch_size} does not split evenly over"
             f" {cfg.replicas} ranks; use {nearest_batch(cfg.trainer.batch_size, cfg.replicas)},"

@@ -337,3 +337,10 @@ def test_each_suggested_port_is_free(changes: dict[str, Any]) -> None:
         suggested = int(re.findall(r"such as (?:the default )?(\d+)$", rest)[0])
         values = _with(values, **{section: {**values.get(section, {}), name: suggested}})
     parse_config(values)
+
+
+def test_a_replica_count_beyond_the_lab_is_not_answered_with_a_batch_above_its_maximum() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_with(GPU, trainer={"replicas": 1_000_000_000, "batchSize": 512}))
+    assert [p.split(":")[1] for p in caught.value.problems] == ["trainer.replicas"], caught.value.problems
+    assert "1000000000" not in caught.value.problems[0].partition(" use ")[2]
