@@ -4,6 +4,7 @@ port and the files of an air-gapped install."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import stat
 from enum import StrEnum
@@ -153,12 +154,25 @@ class Ssh(KeyModel):
     @field_validator("key_path")
     @classmethod
     def _plain_key_path(cls, value: str) -> str:
+        fix = "point it at the private key the nodes accept, such as ~/.ssh/id_ed25519"
+        if not value.strip():
+            raise ValueError(f"is empty; {fix}")
         found = KEY_PATH_UNSAFE.search(value)
         if found is not None:
             raise ValueError(
                 f"{value!r} holds {found.group()!r}, which ssh reads specially in a key path;"
                 " move or link the key to a path without it"
             )
+        # ssh and Ansible expand `~user` where the playbook runs, which is this machine.
+        expanded = os.path.expanduser(value)
+        if value.startswith("~") and expanded == value:
+            user = value[1:].partition("/")[0]
+            raise ValueError(
+                f"{value!r} starts with the home of {user!r}, a user this machine does not know;"
+                " write the key's path in full"
+            )
+        if os.path.lexists(expanded) and not os.path.isfile(expanded):
+            raise ValueError(f"{value!r} is not a regular file (a folder, a pipe or a device); {fix}")
         return value
 
 

@@ -344,3 +344,21 @@ def test_a_replica_count_beyond_the_lab_is_not_answered_with_a_batch_above_its_m
         parse_config(_with(GPU, trainer={"replicas": 1_000_000_000, "batchSize": 512}))
     assert [p.split(":")[1] for p in caught.value.problems] == ["trainer.replicas"], caught.value.problems
     assert "1000000000" not in caught.value.problems[0].partition(" use ")[2]
+
+
+@pytest.mark.parametrize(
+    ("key_path", "said"),
+    [
+        ("", "is empty; point it at the private key"),
+        ("  ", "is empty; point it at the private key"),
+        (
+            "~nosuchuser-k8scifar/.ssh/id",
+            "the home of 'nosuchuser-k8scifar', a user this machine does not know",
+        ),
+        ("/dev/zero", "is not a regular file"),
+        ("/tmp", "is not a regular file"),
+    ],
+)
+def test_a_key_path_that_names_no_key_is_refused_naming_why(key_path: str, said: str) -> None:
+    problem = _problem(_with(GPU, ssh={"keyPath": key_path}), "k8scifar:ssh.keyPath")
+    assert said in problem and "ssh-keygen -t ed25519 -f ." not in problem, problem
