@@ -254,3 +254,13 @@ def test_the_go_readers_port_agrees_with_the_libraries(text: str, v3: tuple, v2:
     assert go_yaml(text) == v3
     assert go_yaml(text, v2=True) == v2
     assert math.isnan(go_yaml(".NaN")[1])
+
+
+@pytest.mark.parametrize("written", ["1.30", "1.3", "1"])
+def test_an_unquoted_version_read_as_a_number_is_refused_with_the_fix(written: str, tmp_path: Path) -> None:
+    _file(tmp_path, f"  k8scifar:kubernetesVersion: {written}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_stack("new", tmp_path)
+    line = one_line(caught.value)
+    assert "k8scifar:kubernetesVersion: is a number" in line and "write the release in quotes" in line, line
+    assert "valid string" not in line
