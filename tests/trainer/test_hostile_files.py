@@ -141,3 +141,14 @@ def test_a_hostile_dataset_file_is_refused_in_one_line(kind: str, name: str, tmp
     with pytest.raises(data.DataError) as caught:
         data.load(tmp_path, train=True)
     assert str(folder / name) in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("summary", ['{"best_test_acc": "x"}', "[1, 2]", '{"best_test_acc": true}'])
+def test_a_summary_without_an_accuracy_is_named_by_sweep_report(
+    summary: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run").mkdir()
+    target, args = _sweep_report(tmp_path)
+    target.write_text(summary)
+    code, said = _one_line(args, capsys)
+    assert code == 2 and f"{target}: " in said and "delete it" in said, said
