@@ -320,15 +320,21 @@ def _plots(folder: Folder, problems: Problems) -> list[str]:
     return [
         printable(folder.child_path(name))
         for name, seen in folder.entries(problems)
-        if name.endswith(".png") and stat.S_ISREG(seen.st_mode)
+        if name.endswith(".png") and stat.S_ISREG(seen.st_mode) and not _hidden(name)
     ]
+
+
+def _hidden(name: str) -> bool:
+    """A name the trainer gives only its temporary files (no run or plot starts with '.'): neither
+    listed nor copied, so the table shows what `archive` copies."""
+    return name.startswith(".")
 
 
 def _folders(folder: Folder, problems: Problems) -> Iterator[Folder]:
     """The subfolders of `folder` but the skipped ones, opened one at a time without following a
     link; the caller closes each."""
     for name, seen in folder.entries(problems):
-        if not stat.S_ISDIR(seen.st_mode) or name in SKIPPED:
+        if not stat.S_ISDIR(seen.st_mode) or name in SKIPPED or _hidden(name):
             continue
         child = folder.subfolder(name, problems)
         if child is not None:
@@ -392,7 +398,7 @@ def collect(root: str) -> dict[str, Any]:
 
 
 def _plain_name(name: str) -> bool:
-    return name.isprintable() and not name.startswith(".")
+    return name.isprintable() and not _hidden(name)
 
 
 def _add_tree(out: tarfile.TarFile, folder: Folder, depth: int, state: dict[str, Any]) -> None:
@@ -402,7 +408,7 @@ def _add_tree(out: tarfile.TarFile, folder: Folder, depth: int, state: dict[str,
         if name in SKIPPED:
             continue
         if not _plain_name(name):
-            if not name.startswith("."):  # the trainer's own temporary files start with '.'
+            if not _hidden(name):
                 problems.add(where, "has a name with control characters; left alone")
             continue
         if stat.S_ISDIR(seen.st_mode):
