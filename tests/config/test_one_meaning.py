@@ -163,6 +163,12 @@ def test_an_alias_bomb_is_refused_at_once(levels: int, width: int, tmp_path: Pat
     assert "aliases (*name) expand to more than" in line and "write the values out" in line
 
 
+def test_a_file_of_many_keys_and_no_alias_is_not_said_to_expand_aliases(tmp_path: Path) -> None:
+    keys = "".join(f"  other:k{n}: v\n" for n in range(10_001))
+    line = _refusal(_file(tmp_path, keys))
+    assert "holds more than 10000 values" in line and "aliases" not in line, line
+
+
 def test_a_bomb_is_one_line_from_labctl_within_seconds(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.new.yaml").write_text(_bomb(9))
     started = time.monotonic()
