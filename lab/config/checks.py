@@ -313,7 +313,8 @@ def _holders(cfg: LabConfig, taken: list[_HostPort], index: int, first: int, bla
         node_ports = range(max(ports.start, NODE_PORT_RANGE.start), min(ports.stop, NODE_PORT_RANGE.stop))
         if node_ports and not me.node_port and not holders:
             holders.append(f"the NodePort range {NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}")
-    if ports[-1] >= EPHEMERAL_PORTS[0]:
+    # A key held below the ephemeral ports (the metrics port) keeps its ranks' ports below them too.
+    if me.bounds.stop <= EPHEMERAL_PORTS[0] < ports.stop:
         holders.append(
             f"the ephemeral ports {EPHEMERAL_PORTS[0]}-{EPHEMERAL_PORTS[1]} the ranks' stores and"
             " collectives bind"

@@ -362,3 +362,8 @@ def test_a_replica_count_beyond_the_lab_is_not_answered_with_a_batch_above_its_m
 def test_a_key_path_that_names_no_key_is_refused_naming_why(key_path: str, said: str) -> None:
     problem = _problem(_with(GPU, ssh={"keyPath": key_path}), "k8scifar:ssh.keyPath")
     assert said in problem and "ssh-keygen -t ed25519 -f ." not in problem, problem
+
+
+def test_a_rendezvous_port_among_the_ephemeral_ones_is_still_taken() -> None:
+    # The tests' loopback stacks take a free port the kernel hands out, which is an ephemeral one.
+    assert parse_config(_with(GPU, trainer={"port": 44803})).trainer.port == 44803
