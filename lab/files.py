@@ -72,7 +72,13 @@ def write_file(path: Path, data: str | bytes, mode: int = 0o600) -> None:
 def extract_whole(archive: IO[bytes], dest: Path) -> None:
     """Unpack a tar stream into `dest` whole or not at all: into a fresh folder beside it first,
     then each file renamed into place. The "data" filter refuses absolute paths, links, devices
-    and anything that would land outside the folder."""
+    and anything that would land outside the folder; a link already inside `dest` that a file
+    would be written through is refused before any file is placed."""
+    dest = Path(os.path.abspath(dest))
+    if dest.parent == dest:
+        raise MachineError(
+            f"{dest} is the root folder, which a copy would fill; name a folder for it, such as ./results"
+        )
     ensure_folder(dest.parent, 0o755)
     with _temporary(dest) as staging:
         try:
@@ -80,7 +86,10 @@ def extract_whole(archive: IO[bytes], dest: Path) -> None:
             with tarfile.open(fileobj=archive, mode="r|") as tar:
                 tar.extractall(staging, filter="data")
             ensure_folder(dest, 0o755)
-            for source in sorted(staging.rglob("*")):
+            sources = sorted(staging.rglob("*"))
+            for source in sources:
+                _not_through_a_link(dest, dest / source.relative_to(staging))
+            for source in sources:
                 target = dest / source.relative_to(staging)
                 if source.is_dir():
                     ensure_folder(target, 0o755)
@@ -88,3 +97,14 @@ def extract_whole(archive: IO[bytes], dest: Path) -> None:
                     os.replace(source, target)
         except OSError as err:
             raise _failed(err, dest) from None
+
+
+def _not_through_a_link(dest: Path, target: Path) -> None:
+    """Refuse `target` when a folder on its way below `dest` is a symbolic link, which the copy
+    would write through to wherever it leads (a link named `target` itself is replaced, not followed)."""
+    for folder in reversed(target.relative_to(dest).parents[:-1]):
+        if (dest / folder).is_symlink():
+            raise MachineError(
+                f"{dest / folder} is a symbolic link, through which the copy would write outside"
+                f" {dest}; remove the link, or fetch into a new folder"
+            )

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lab import config
-from lab.cli.common import runfolders
 from lab.config.facts import API_PORT
 from trainer import contract
+from trainer.records import runfolders
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("lab", "trainer")
@@ -26,10 +26,10 @@ SCANNED = ("lab", "trainer")
 ALLOWED = {
     # runfolders.py travels alone to the NFS server's python3, so it cannot import the contract;
     # test_run_folder_names_match_the_contract holds its copy equal.
-    ("lab/cli/common/runfolders.py", contract.STATUS_FILE),
-    ("lab/cli/common/runfolders.py", contract.SUMMARY_FILE),
-    ("lab/cli/common/runfolders.py", contract.METRICS_FILE),
-    ("lab/cli/common/runfolders.py", contract.CHECKPOINTS_DIR),
+    ("trainer/records/runfolders.py", contract.STATUS_FILE),
+    ("trainer/records/runfolders.py", contract.SUMMARY_FILE),
+    ("trainer/records/runfolders.py", contract.METRICS_FILE),
+    ("trainer/records/runfolders.py", contract.CHECKPOINTS_DIR),
     # The runs share's folder on the NFS export, not the pods' mount point.
     ("lab/cli/common/runsource.py", contract.RUNS_MOUNT),
     # "none" and "latest" meaning something else: no gang scheduler, no stack, no GPU fact, an empty cell, no

@@ -37,7 +37,7 @@ def _positive(text: str) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be an integer above 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be an integer above 0, got {inputs.excerpt(text)}")
     return value
 
 
@@ -51,7 +51,7 @@ def _run_name(text: str) -> str:
 def _port(text: str) -> int:
     value = _positive(text)
     if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {inputs.excerpt(text)}")
     return value
 
 
@@ -201,10 +201,19 @@ def _train(args: argparse.Namespace) -> int:
 def _sweep_index(flag: int | None) -> int:
     if flag is not None:
         return flag
-    text = os.environ.get("JOB_COMPLETION_INDEX", "")
-    if not inputs.is_digits(text):
+    text = os.environ.get("JOB_COMPLETION_INDEX")
+    if text is None:
         raise sweep.SweepError("--sweep needs --index I or the environment variable JOB_COMPLETION_INDEX")
-    return int(text)
+    try:
+        index = inputs.integer(text)
+    except ValueError:
+        index = -1
+    if index < 0:
+        raise sweep.SweepError(
+            f"JOB_COMPLETION_INDEX is {inputs.excerpt(text)!r}, not a set's index (0, 1, 2, ...);"
+            " set it to one, or pass --index I"
+        )
+    return index
 
 
 def _launch(args: argparse.Namespace) -> int:

@@ -12,18 +12,31 @@ from __future__ import annotations
 import codecs
 import hashlib
 import io
+import math
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from trainer.contract import CIFAR10, DATASET_FOLDER, GENERATED, META_FILE, TEST_FILE, TRAIN_FILES
 from trainer.errors import TrainerError
+from trainer.hyperparameters import CIFAR10_TRAIN_IMAGES
+from trainer.records import runfolders
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 ROW = 3 * 32 * 32
+# CIFAR-10's shape: 10000 images a batch, five training batches and one test batch.
+BATCH_IMAGES = CIFAR10_TRAIN_IMAGES // len(TRAIN_FILES)
+# The most bytes a batch of BATCH_IMAGES may take: each image's row, at most two bytes a pixel (a
+# protocol-2 pickle written by Python 3 carries bytes as latin1 text in UTF-8), its label and file
+# name (under 64 bytes together in CIFAR-10's pickles, whose batches are 31 035 526 to 31 035 704
+# bytes), and the batch's keys. A larger file is refused before it is hashed or read.
+MAX_BATCH_BYTES = BATCH_IMAGES * (2 * ROW + 64) + 64 * 1024
+# A manifest line per batch: a sha256 and a file name.
+MAX_MANIFEST_BYTES = 64 * 1024
 # Written by `data synthetic` next to its batches: "<sha256>  <file name>" per line (sha256sum's format).
 MANIFEST = "SYNTHETIC.sha256"
 
@@ -85,15 +98,26 @@ def provenance(root: Path, require_published: bool = False) -> str:
     """What `load` reads under `root`: CIFAR-10 (held to its published sums) or a generated set
     (held to the manifest `data synthetic` writes beside it)."""
     manifest = root / DATASET_FOLDER / MANIFEST
-    return CIFAR10 if require_published or not manifest.is_file() else GENERATED
+    # Whatever the manifest is, a pipe or a link among them, it is there: `load` then names it.
+    return CIFAR10 if require_published or not os.path.lexists(manifest) else GENERATED
 
 
 def _expected_sums(folder: Path, require_published: bool) -> dict[str, tuple[str, str]]:
     """File name to (hash algorithm, hex digest) the batches must match."""
     if provenance(folder.parent, require_published) == CIFAR10:
         return {name: ("md5", md5) for name, md5 in published_md5s().items()}
+    fix = f"write the set again (`python -m trainer data synthetic --dir {folder.parent}`)"
+    try:
+        raw = runfolders.read_in(str(folder), MANIFEST, MAX_MANIFEST_BYTES)
+        text = raw.decode("utf-8")
+    except runfolders.Unfit as err:
+        raise DataError(f"{err}; {fix}") from None
+    except OSError as err:
+        raise DataError(f"{folder / MANIFEST} cannot be read ({err.strerror}); {fix}") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{folder / MANIFEST} is not UTF-8 text (byte {err.start}); {fix}") from None
     sums = {}
-    for line in (folder / MANIFEST).read_text().splitlines():
+    for line in text.splitlines():
         digest, _, name = line.partition("  ")
         sums[name] = ("sha256", digest)
     return sums
@@ -117,15 +141,81 @@ def _no_bytes(*args: Any) -> bytes:
     return b""
 
 
+class _ArrayType:
+    """numpy.ndarray as a batch names it: the type numpy's _reconstruct builds, never called itself.
+    Called, it takes a shape and strides over a buffer of any size: 150 bytes that ask for 14 GiB."""
+
+    def __call__(self, *args: Any) -> NoReturn:
+        raise pickle.UnpicklingError(
+            "a CIFAR-10 batch never calls numpy.ndarray; it builds arrays by _reconstruct"
+        )
+
+
+class _Uint8:
+    """numpy.dtype as a batch calls it: CIFAR-10's arrays hold pixels, uint8. A real dtype would take
+    whatever state the pickle gives it next, a subarray shape or the flag that reads bytes as object
+    pointers among them."""
+
+    def __setstate__(self, state: Any) -> None:
+        pass  # whatever the pickle says of it, an array of this type is read as uint8
+
+
+# numpy's name for uint8, as Python 2 and numpy 2 write it (`b` in _reconstruct's placeholder).
+_UINT8_NAMES = frozenset({"u1", "|u1", "b"})
+
+
+def _uint8(name: Any, *args: Any) -> _Uint8:
+    text = name.decode("latin1") if isinstance(name, bytes) else name
+    if text not in _UINT8_NAMES:
+        raise pickle.UnpicklingError(f"a CIFAR-10 batch holds uint8 arrays, not {str(name)[:40]!r}")
+    return _Uint8()
+
+
+class _Array:
+    """An array as a batch's pickle builds it, by _reconstruct and then its state: made only once its
+    bytes are known, of exactly those bytes, so a batch makes numpy allocate no more than it carries
+    (a shape that claims more is refused) and its bytes are read as nothing but pixels."""
+
+    def __init__(self) -> None:
+        self._array: np.ndarray = np.zeros(0, np.uint8)
+
+    def __setstate__(self, state: Any) -> None:
+        if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], _Uint8)):
+            raise pickle.UnpicklingError("an array's state is not that of a numpy uint8 array")
+        _, shape, _, fortran, raw = state
+        if isinstance(raw, str):  # Python 2's str, read as latin1
+            raw = raw.encode("latin1")
+        if not (isinstance(shape, tuple) and all(isinstance(n, int) and n >= 0 for n in shape)):
+            raise pickle.UnpicklingError(f"an array's shape {str(shape)[:40]} is no shape")
+        if not isinstance(raw, bytes) or math.prod(shape) != len(raw):
+            raise pickle.UnpicklingError(
+                f"an array of shape {str(shape)[:40]} claims other than the {len(raw)} bytes it carries"
+            )
+        self._array = np.frombuffer(raw, np.uint8).reshape(shape, order="F" if fortran else "C")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._array
+
+
+_ARRAY_TYPE = _ArrayType()
+
+
+def _reconstruct(subtype: Any, shape: Any, dtype: Any) -> _Array:
+    if subtype is not _ARRAY_TYPE:
+        raise pickle.UnpicklingError("a CIFAR-10 batch reconstructs plain numpy arrays only")
+    _uint8(dtype)
+    return _Array()
+
+
 # The only globals CIFAR-10's batches name: numpy's array reconstruction (numpy.core in the
 # Python 2 originals, numpy._core in files numpy 2 writes) and, in protocol-2 files written by
-# Python 3, the bytes decoder. Anything else (os.system, builtins.eval, ...) is refused.
+# Python 3, the bytes decoder. Anything else (os.system, builtins.eval, ...) is refused, and numpy's
+# own are stood in for by what builds a uint8 array of the bytes the file carries.
 _ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
-    # numpy's stubs leave out its private _core, which holds the function at run time.
-    ("numpy.core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,  # type: ignore[attr-defined]
-    ("numpy._core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,  # type: ignore[attr-defined]
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy", "ndarray"): _ARRAY_TYPE,
+    ("numpy", "dtype"): _uint8,
     ("_codecs", "encode"): _latin1_encode,
     # numpy writes an empty array's data as a call of bytes() with no argument.
     ("__builtin__", "bytes"): _no_bytes,
@@ -149,16 +239,24 @@ def _unpickle(raw: bytes) -> Any:
 def _read_batch(path: Path, sums: dict[str, tuple[str, str]]) -> Split:
     root = path.parent.parent
     fix = f"delete it and fetch the dataset again (`python -m trainer data download --dir {root}`)"
-    if not path.is_file():
-        raise DataError(f"{path} is missing; {fix}")
+    # The dataset sits on the shared export: read as a run's files are (no link, no pipe or
+    # device), and refused by its size before a byte is read or hashed.
+    try:
+        raw = runfolders.read_in(str(path.parent), path.name, MAX_BATCH_BYTES)
+    except FileNotFoundError:
+        raise DataError(f"{path} is missing; {fix}") from None
+    except runfolders.Unfit as err:
+        raise DataError(f"{err}; {fix}") from None
+    except OSError as err:
+        raise DataError(f"{path} cannot be read ({err.strerror}); {fix}") from None
     algorithm, expected = sums.get(path.name, ("sha256", ""))
-    if _file_digest(path, algorithm) != expected:
+    if hashlib.new(algorithm, raw).hexdigest() != expected:
         raise DataError(
             f"{path} does not match its recorded {algorithm} checksum (tampered or corrupt),"
             f" so it is not unpickled; {fix}"
         )
     try:
-        batch = _unpickle(path.read_bytes())
+        batch = _unpickle(raw)
         data = np.asarray(batch["data"])
         labels = np.asarray(batch["labels"])
     except Exception as err:  # a truncated pickle raises any of several types
@@ -182,6 +280,12 @@ def write_synthetic(root: Path, train: int, test: int, seed: int) -> Path:
     """A learnable stand-in in the exact CIFAR-10 pickle layout: each class is a colour pattern plus noise."""
     if train < len(TRAIN_FILES) or test < 1:
         raise DataError(f"synthetic data needs at least {len(TRAIN_FILES)} training and 1 test image")
+    if train > CIFAR10_TRAIN_IMAGES or test > BATCH_IMAGES:
+        raise DataError(
+            f"synthetic data holds at most CIFAR-10's {CIFAR10_TRAIN_IMAGES} training and {BATCH_IMAGES}"
+            f" test images (asked for {str(train)[:12]} and {str(test)[:12]}); give --train and --test"
+            " at most those"
+        )
     rng = np.random.default_rng(seed)
     patterns = rng.uniform(40, 215, size=(len(CLASSES), 3, 4, 4))
     folder = root / DATASET_FOLDER

@@ -30,6 +30,9 @@ from trainer import contract, inputs
 from trainer.errors import TrainerError
 
 DEFAULT_TIMEOUT_SECONDS = 300
+# The longest a collective may wait: a week, far beyond any step, and well within what
+# datetime.timedelta and torch's millisecond clocks hold (10**20 seconds overflows both).
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
 # Steps between two agreements on the stop flag where each costs a device sync (an all-reduce on
 # the GPU read back by the host). At airbench's 6 ms a step that is 0.1 s of delay, far inside
 # torchrun's 30 s between SIGTERM and SIGKILL; a slower step (a wider net) still fits 16 of them.
@@ -160,9 +163,16 @@ def device_for(place: Topology, backend: str) -> torch.device:
 
 def timeout_seconds(flag: int | None, env: Mapping[str, str]) -> int:
     if flag is not None:
+        if flag > MAX_TIMEOUT_SECONDS:
+            raise JobEnvironmentError(
+                f"--timeout-seconds {inputs.excerpt(str(flag))} must be at most {MAX_TIMEOUT_SECONDS}"
+                " (a week); give fewer seconds"
+            )
         return flag
     value = env.get("LAB_COLLECTIVE_TIMEOUT")
-    return _integer("LAB_COLLECTIVE_TIMEOUT", value, minimum=1) if value else DEFAULT_TIMEOUT_SECONDS
+    if not value:
+        return DEFAULT_TIMEOUT_SECONDS
+    return _integer("LAB_COLLECTIVE_TIMEOUT", value, minimum=1, maximum=MAX_TIMEOUT_SECONDS)
 
 
 def join(place: Topology, backend: str, timeout: int) -> None:

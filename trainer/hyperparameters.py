@@ -67,7 +67,7 @@ class Rule:
         try:
             return self.check(text)
         except HyperparameterError:
-            raise HyperparameterError(f"must be {self.describe()}, got {text}") from None
+            raise HyperparameterError(f"must be {self.describe()}, got {inputs.excerpt(text)}") from None
 
     def bounds(self) -> dict[str, Any]:
         """The interval as pydantic Field keywords, so the stack file's fields carry the same rule."""

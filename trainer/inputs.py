@@ -26,6 +26,13 @@ RUN_NAME_RULE = (
 )
 # Blanks around a number on the command line or in an environment variable are ignored.
 BLANKS = " \t\r\n"
+# How much of a value a message echoes: enough to know it again, never a screen of digits.
+EXCERPT = 40
+
+
+def excerpt(text: str) -> str:
+    """`text` as a message shows it: whole when short, else its start and its length."""
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}... ({len(text)} characters)"
 
 
 def is_digits(text: str) -> bool:

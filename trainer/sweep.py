@@ -15,6 +15,7 @@ from typing import Any
 
 from trainer import hyperparameters
 from trainer.errors import TrainerError
+from trainer.records import runfolders
 
 PARAMETERS = ("lr", "batch_size", "epochs", "weight_decay", "momentum", "label_smoothing", "model")
 STRATEGIES = ("grid", "random")
@@ -197,10 +198,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
+    fix = "write it with `python -m trainer sweep generate`"
     try:
-        content = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
+        # Sweeps sit on the shared export: read as a run's files are, never a pipe or a device.
+        raw = runfolders.read_named(str(path), MAX_FILE_BYTES)
+        content = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
     except FileNotFoundError:
         raise SweepError(f"{what} {path} does not exist") from None
+    except runfolders.Unfit as err:
+        raise SweepError(f"{what} {err}; {fix}") from None
+    except OSError as err:
+        raise SweepError(f"{what} {path} cannot be read ({err.strerror}); {fix}") from None
+    except UnicodeDecodeError as err:
+        raise SweepError(f"{what} {path} is not UTF-8 text (byte {err.start}); {fix}") from None
     except json.JSONDecodeError as err:
         raise SweepError(f"{what} {path} is not valid JSON: {err}") from None
     except _DuplicateKey as err:

@@ -51,6 +51,12 @@ SSH_UNQUOTABLE = re.compile(r"\$\{|[\x00-\x1f\x7f]")
 # which Ansible no longer evaluates (lab.bootstrap.ansible_data). Their policy is read back from the options,
 # so a lab made then can still be destroyed.
 LEGACY_KNOWN_HOSTS = "{{ lab_known_hosts }}"
+# The inventory's groups, which the playbooks' plays name in `hosts:` (ansible/playbooks/).
+SERVER_GROUP = "server"
+AGENT_GROUP = "agent"
+GPU_GROUP = "gpu"
+NFS_SERVER_GROUP = "nfs_server"
+INVENTORY_GROUPS = (SERVER_GROUP, AGENT_GROUP, GPU_GROUP, NFS_SERVER_GROUP)
 
 
 def stack_state_dir(stack: str, base: Path = STATE_DIR) -> Path:
@@ -188,10 +194,10 @@ def build_inventory(lab: LabConfig, known_hosts: Path | None) -> dict[str, Any]:
             "vars": {**common, **lab_vars(lab)},
             "hosts": {n.name: _host_vars(n, lab) for n in lab.nodes},
             "children": {
-                "server": _group([lab.server]),
-                "agent": _group(lab.agents),
-                "gpu": _group(lab.gpu_nodes),
-                "nfs_server": _group([lab.nfs_server]),
+                SERVER_GROUP: _group([lab.server]),
+                AGENT_GROUP: _group(lab.agents),
+                GPU_GROUP: _group(lab.gpu_nodes),
+                NFS_SERVER_GROUP: _group([lab.nfs_server]),
             },
         }
     }
@@ -221,6 +227,7 @@ def _legacy_policy(args: str) -> str | None:
 
 __all__ = [
     "HOST_KEY_POLICY_VAR",
+    "INVENTORY_GROUPS",
     "NODE_STATE_DIR",
     "build_inventory",
     "image_requirement_vars",

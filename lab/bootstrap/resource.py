@@ -41,7 +41,14 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 
 from lab.bootstrap import kubeconfig
 from lab.bootstrap.engine_values import engine_safe, from_engine
-from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir, with_known_hosts
+from lab.bootstrap.inventory import (
+    NFS_SERVER_GROUP,
+    SERVER_GROUP,
+    build_inventory,
+    known_hosts_file,
+    stack_state_dir,
+    with_known_hosts,
+)
 from lab.bootstrap.playbook import Failure, PlaybookError, PlaybookResult, run_playbook
 from lab.bootstrap.tokens import kept_tokens, new_tokens, playbook_secrets
 from lab.config import ConfigError, LabConfig
@@ -61,7 +68,7 @@ REMOVE_PLAYBOOK = "remove_nodes.yml"
 FRESH_NODES_STAT = "lab_fresh_nodes"
 # The inventory groups whose node cannot change while the lab stands: the cluster's control plane
 # and the export every node mounts live there (a new server is a new cluster).
-FIXED_GROUPS = ("server", "nfs_server")
+FIXED_GROUPS = (SERVER_GROUP, NFS_SERVER_GROUP)
 
 
 def content_hash(ansible_dir: Path, inventory: dict[str, Any], extravars: dict[str, Any]) -> str:

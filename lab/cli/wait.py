@@ -18,13 +18,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lab.cli.common.console import CliError, console, errors
-from lab.cli.common.runfolders import printable
 from lab.cli.common.runsource import RunsSource, print_problems, run_option, runs_source
 from lab.cli.common.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cli.status import MAX_ETA_SECONDS, all_runs, progress
 from lab.cluster.build_context import build_context
 from lab.remote.gpu_nodes import gpu_node_lines
 from trainer.inputs import number
+from trainer.records.runfolders import printable
 
 # A failed status is final once nothing rewrote it for this long: torchrun restarts a failed
 # worker group inside the pod within seconds, and the restarted rank 0 writes "running" again.

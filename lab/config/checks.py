@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
+
+import annotated_types
 
 from lab.config.facts import (
     CLUSTER_NETWORKS,
     EPHEMERAL_PORTS,
+    HELD_PORTS,
     KUBEADM_SERVER_PORTS,
     KUEUE_MIN_K8S_MINOR,
     NFS_PORT,
@@ -16,16 +20,19 @@ from lab.config.facts import (
     SERVER_PORTS,
     WIDEST_NETWORK_PREFIX,
 )
+from lab.config.keys import KeyModel
 from lab.config.lab_config import LabConfig
-from lab.config.machines import Distribution, Node, Role
+from lab.config.machines import Distribution, Node, Registry, Role
 from lab.config.workload import (
     SWEEP_PARAMETERS,
     Backend,
     GangScheduler,
+    Observability,
     Placement,
     Range,
     Sweep,
     SweepStrategy,
+    Trainer,
 )
 from lab.config.world import CPU_PACK_RANKS
 from trainer import sweep as trainer_sweep
@@ -75,17 +82,18 @@ def cross_checks(cfg: LabConfig) -> list[str]:
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
         problems.append("k8scifar:trainer.backend: nccl needs GPUs and no node has any; use gloo or auto")
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
+        # The batch's split is checked against ranks that fit: a batch for more ranks than the lab
+        # holds would be offered for a count the operator is told to lower.
         problems.append(_placement_problem(cfg, cfg.trainer.replicas))
     # Left out, the batch is the default or the nearest that splits (lab.config.batch): only the
     # stack's is refused.
-    if cfg.batch_set_by_stack and cfg.trainer.batch_size % cfg.replicas:
+    elif cfg.batch_set_by_stack and cfg.trainer.batch_size % cfg.replicas:
         problems.append(
             f"k8scifar:trainer.batchSize: {cfg.trainer.batch_size} does not split evenly over"
             f" {cfg.replicas} ranks; use {nearest_batch(cfg.trainer.batch_size, cfg.replicas)},"
             f" the nearest multiple of {cfg.replicas}"
         )
-    problems.extend(_port_checks(cfg))
-    problems.extend(_metrics_port_checks(cfg))
+    problems.extend(_host_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
     if cfg.scheduling.gang is GangScheduler.KUEUE and cfg.kubernetes_minor < KUEUE_MIN_K8S_MINOR:
@@ -219,61 +227,124 @@ def cluster_ports(cfg: LabConfig, node: Node) -> dict[tuple[int, str], str]:
     return ports
 
 
-def _users(cfg: LabConfig, ports: range) -> list[str]:
-    """What already listens on any of `ports`: the cluster, on any node and under any distribution
-    (and the lab's node exporter); on the host network also SSH and the NodePorts kube-proxy may
-    hold."""
-    taken = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT
-    taken[(cfg.registry.port, "tcp")] = "registry NodePort"
-    if cfg.observability.enabled:
-        taken[(cfg.observability.node_exporter_port, "tcp")] = "the node exporter"
-    users = sorted({why for (number, _), why in taken.items() if number in ports})
-    if cfg.trainer.host_network:
+@dataclass(frozen=True)
+class _HostPort:
+    """Ports the lab takes on its nodes from `first` on (a rank each for the metrics port), and the
+    stack key that moves them."""
+
+    key: str
+    what: str
+    first: int
+    count: int
+    default: int
+    bounds: range  # what the key accepts
+    host_network: bool  # listens on the node's own network, beside SSH and kube-proxy's NodePorts
+    node_port: bool = False  # a NodePort itself, which kube-proxy routes
+
+    @property
+    def ports(self) -> range:
+        return range(self.first, self.first + self.count)
+
+    @property
+    def moved(self) -> bool:
+        return self.first != self.default
+
+    @property
+    def holder(self) -> str:
+        return f"{self.what} ({self.key} {self.first})"
+
+
+def _key_limits(model: type[KeyModel], field: str) -> tuple[int, range]:
+    """The default of an integer key and the values it accepts, as its model declares them."""
+    info = model.model_fields[field]
+    low = next(cast(int, m.ge) for m in info.metadata if isinstance(m, annotated_types.Ge))
+    high = next(cast(int, m.le) for m in info.metadata if isinstance(m, annotated_types.Le))
+    return info.default, range(low, high + 1)
+
+
+def _lab_ports(cfg: LabConfig) -> list[_HostPort]:
+    """The ports the lab takes, in the order a collision of two moved from their defaults is laid
+    at the later one's key (a port left at its default is never the one to move)."""
+    host = cfg.trainer.host_network
+    taken = [
+        _HostPort(
+            "registry.port", "the registry NodePort", cfg.registry.port, 1,
+            *_key_limits(Registry, "port"), host_network=True, node_port=True,
+        )
+    ]  # fmt: skip
+    observability = cfg.observability
+    if observability.enabled:
+        taken.append(
+            _HostPort(
+                "observability.nodeExporterPort", "the node exporter", observability.node_exporter_port,
+                1, *_key_limits(Observability, "node_exporter_port"), host_network=True,
+            )
+        )  # fmt: skip
+    taken.append(
+        _HostPort(
+            "trainer.port", "rank 0's rendezvous", cfg.trainer.port, 1, *_key_limits(Trainer, "port"), host
+        )
+    )
+    if observability.enabled:
+        taken.append(
+            _HostPort(
+                "observability.metricsPort", "the ranks' metrics", observability.metrics_port,
+                cfg.world.ranks_per_pod, *_key_limits(Observability, "metrics_port"), host,
+            )
+        )  # fmt: skip
+    return taken
+
+
+def _holders(cfg: LabConfig, taken: list[_HostPort], index: int, first: int, blamed: bool) -> list[str]:
+    """What holds any of the ports `taken[index]` would take from `first` on: the cluster's own
+    programs (TCP, as every port the lab takes), the lab's other ports, and on the host network SSH
+    and the NodePorts. With `blamed`, only the lab's ports this one is to move off."""
+    me = taken[index]
+    ports = range(first, first + me.count)
+    holders = sorted({why for (port, proto), why in HELD_PORTS.items() if proto == "tcp" and port in ports})
+    for other_index, other in enumerate(taken):
+        overlap = range(max(ports.start, other.first), min(ports.stop, other.ports.stop))
+        to_move = me.moved and (other_index < index or not other.moved)
+        if other_index != index and overlap and (to_move or not blamed):
+            holders.append(other.holder)
+    if me.host_network:
         if cfg.ssh.port in ports:
-            users.append("SSH")
-        if (
-            range(max(ports.start, NODE_PORT_RANGE.start), min(ports.stop, NODE_PORT_RANGE.stop))
-            and not users
-        ):
-            users.append(f"the NodePort range {NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}")
-    return users
-
-
-def _port_checks(cfg: LabConfig) -> list[str]:
-    """The rendezvous port is none the cluster uses."""
-    port = cfg.trainer.port
-    users = _users(cfg, range(port, port + 1))
-    if not users:
-        return []
-    return [
-        f"k8scifar:trainer.port: {port} collides with {' and '.join(users)}; choose a free port"
-        " such as the default 29500"
-    ]
-
-
-def _metrics_port_checks(cfg: LabConfig) -> list[str]:
-    """Each worker of a pod serves its metrics on metricsPort plus its LOCAL_RANK
-    (trainer/pod/telemetry.py): none of those ports may be rank 0's rendezvous port, one the cluster
-    uses, or in the ephemeral range where the ranks' stores and collectives bind."""
-    if not cfg.observability.enabled:
-        return []
-    port = cfg.observability.metrics_port
-    ports = range(port, port + cfg.world.ranks_per_pod)
-    shown = f"{port}" if len(ports) == 1 else f"{port} (to {ports[-1]}, a port for each rank of a pod)"
-    users = _users(cfg, ports)
-    if cfg.trainer.port in ports:
-        users.insert(0, f"trainer.port {cfg.trainer.port}, where rank 0's rendezvous listens")
-    if ports[-1] >= EPHEMERAL_PORTS[0]:
-        users.append(
+            holders.append(f"SSH (ssh.port {cfg.ssh.port})")
+        node_ports = range(max(ports.start, NODE_PORT_RANGE.start), min(ports.stop, NODE_PORT_RANGE.stop))
+        if node_ports and not me.node_port and not holders:
+            holders.append(f"the NodePort range {NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}")
+    # A key held below the ephemeral ports (the metrics port) keeps its ranks' ports below them too.
+    if me.bounds.stop <= EPHEMERAL_PORTS[0] < ports.stop:
+        holders.append(
             f"the ephemeral ports {EPHEMERAL_PORTS[0]}-{EPHEMERAL_PORTS[1]} the ranks' stores and"
             " collectives bind"
         )
-    if not users:
-        return []
-    return [
-        f"k8scifar:observability.metricsPort: {shown} collides with {' and '.join(users)}; choose"
-        " another port such as the default 9464"
-    ]
+    return holders
+
+
+def _host_port_checks(cfg: LabConfig) -> list[str]:
+    """No port the lab takes is one the nodes already hold (facts.HELD_PORTS, SSH, kube-proxy's
+    NodePorts) or another of the lab's; each collision names both holders and a port that is free."""
+    taken = _lab_ports(cfg)
+    problems = []
+    for index, me in enumerate(taken):
+        holders = _holders(cfg, taken, index, me.first, blamed=True)
+        if not holders:
+            continue
+        low, high = me.bounds.start, me.bounds.stop
+        candidates = [*range(me.default, high), *range(low, me.default)]
+        free = next(p for p in candidates if not _holders(cfg, taken, index, p, blamed=False))
+        shown = (
+            f"{me.first}"
+            if me.count == 1
+            else f"{me.first} (to {me.ports[-1]}, a port for each rank of a pod)"
+        )
+        such = f"the default {free}" if free == me.default else f"{free}"
+        problems.append(
+            f"k8scifar:{me.key}: {shown} collides with {' and '.join(holders)}; choose a free port"
+            f" such as {such}"
+        )
+    return problems
 
 
 def _sweep_checks(cfg: LabConfig) -> list[str]:

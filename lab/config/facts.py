@@ -35,15 +35,27 @@ API_PORT = 6443
 KUBELET_PORT = 10250
 VXLAN_PORT = 8472
 NFS_PORT_NUMBER = 2049
-NODE_PORTS = {(KUBELET_PORT, "tcp"): "kubelet", (VXLAN_PORT, "udp"): "flannel VXLAN"}
-SERVER_PORTS = {(API_PORT, "tcp"): "Kubernetes API"}
-KUBEADM_SERVER_PORTS = {
-    (2379, "tcp"): "etcd",
-    (2380, "tcp"): "etcd peers",
+# kube-proxy runs on every node under both distributions; its health and metrics listeners are
+# upstream's defaults (https://kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/,
+# --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249): one on the
+# loopback address still holds the port on the host network.
+NODE_PORTS = {
+    (KUBELET_PORT, "tcp"): "kubelet",
+    (VXLAN_PORT, "udp"): "flannel VXLAN",
+    (10256, "tcp"): "kube-proxy health",
+    (10249, "tcp"): "kube-proxy metrics",
+}
+# The controller-manager's and scheduler's secure ports (--secure-port of kube-controller-manager
+# and kube-scheduler) are held by kubeadm's static pods and by the k3s server, which runs both.
+SERVER_PORTS = {
+    (API_PORT, "tcp"): "Kubernetes API",
     (10257, "tcp"): "controller-manager",
     (10259, "tcp"): "scheduler",
 }
+KUBEADM_SERVER_PORTS = {(2379, "tcp"): "etcd", (2380, "tcp"): "etcd peers"}
 NFS_PORT = {(NFS_PORT_NUMBER, "tcp"): "NFS"}
+# Every port some node of a lab holds, by protocol, under either distribution.
+HELD_PORTS = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT
 # The node exporter's port, which it takes on every node's own network (the chart runs it with
 # hostNetwork): prometheus-community/helm-charts charts/prometheus-node-exporter 4.56.1 values.yaml
 # `service.port`, also the port of Debian's and Ubuntu's `prometheus-node-exporter` package. The
@@ -78,6 +90,8 @@ SYSTEM_TREES = tuple(
         "/proc", "/root", "/run", "/sbin", "/snap", "/sys", "/usr", "/var",
     )
 )  # fmt: skip
+# The longest name of one path component Linux takes (NAME_MAX, include/uapi/linux/limits.h).
+NAME_MAX = 255
 # Directories whose children belong to someone else: a user's home, another disk's mount point.
 OWNED_PARENTS = tuple(Path(p) for p in ("/home", "/mnt", "/media"))
 # exports(5) splits its lines on blanks and reads '#', quotes and backslashes specially; a path
@@ -119,6 +133,19 @@ TAR_MAGIC = (257, b"ustar")
 COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Host names Ansible gives a meaning of its own (ansible-core 2.19): InventoryData.__init__
+# (lib/ansible/inventory/data.py) makes the groups `all` and `ungrouped` in every inventory, and
+# constants.LOCALHOST names the controller, which InventoryData.add_host makes the inventory's
+# localhost when a host bears the name. InventoryManager._evaluate_patterns (inventory/manager.py)
+# resolves a pattern that is a host's name to that host before any group of the name, so a node
+# named `all` would be the only host of every `hosts: all` play. Pattern syntax (split_host_pattern's
+# ',' and ':', _match_one_pattern's '!', '&', '~' and globs, _enumerate_matches' '.') is none of
+# DNS_LABEL's characters.
+ANSIBLE_HOST_NAMES = {
+    "all": "Ansible's group of every host",
+    "ungrouped": "Ansible's group of the hosts in no other group",
+    "localhost": "Ansible's name for the machine it runs on",
+}
 INTERFACE_NAME = r"^[A-Za-z0-9_.:@-]{1,15}$"
 
 # (pod network, service network) of each distribution: k3s's defaults (https://docs.k3s.io/cli/server,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, field_validator
 
@@ -54,6 +54,17 @@ class LabConfig(KeyModel):
         description="Steps to leave out, each mapped to the reason printed when it is skipped"
         " (for test machines that cannot run them, never for a real lab).",
     )
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _version_is_text(cls, value: Any) -> Any:
+        # Unquoted, YAML reads 1.30 as the number 1.3: what was written is gone by here.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(
+                f"is a number ({value!r} once YAML read it), not a release: write the release in"
+                ' quotes with its patch, such as "1.34.4"'
+            )
+        return value
 
     @field_validator("kubernetes_version")
     @classmethod

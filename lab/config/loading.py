@@ -4,6 +4,7 @@ Pulumi program (`pulumi up`), into one validated LabConfig."""
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from collections.abc import Mapping
 from difflib import get_close_matches
@@ -58,6 +59,14 @@ def stack_flags(stack: str, stacks_dir: Path = STACKS_DIR) -> str:
 
 def read_stack_values(path: Path) -> dict[str, Any]:
     """The `k8scifar:*` values of a stack file, prefix stripped; ConfigError when unreadable."""
+    if os.path.lexists(path) and not path.is_file():
+        raise ConfigError(
+            str(path),
+            [
+                "is not a regular file (a folder, a pipe, a device or a broken link); move it away"
+                " and write the stack file there, or create one with `labctl init`"
+            ],
+        )
     if not path.is_file():
         existing = ", ".join(all_stacks(path.parent)) or "none"
         raise ConfigError(

@@ -4,6 +4,7 @@ port and the files of an air-gapped install."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import stat
 from enum import StrEnum
@@ -13,11 +14,13 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_validator
 
 from lab.config.facts import (
+    ANSIBLE_HOST_NAMES,
     COMPRESSED_MAGIC,
     ELF_MAGIC,
     EXPORT_PATH,
     KEY_PATH_UNSAFE,
     MAX_NODE_GPUS,
+    NAME_MAX,
     NODE_PORT_RANGE,
     OWNED_PARENTS,
     SYSTEM_TREES,
@@ -54,7 +57,10 @@ class SkipStep(StrEnum):
 class Node(KeyModel):
     """One machine of the lab, reachable over SSH."""
 
-    name: DnsLabel = Field(description="Kubernetes node name and inventory host name (DNS label).")
+    name: DnsLabel = Field(
+        description="Kubernetes node name and inventory host name (DNS label); not one Ansible reads"
+        " as a group or as the machine it runs on (all, localhost, the inventory's groups)."
+    )
     address: str = Field(
         description="IPv4 address the other node and the operator reach it at (the lab is IPv4 only)."
     )
@@ -70,6 +76,22 @@ class Node(KeyModel):
         default=None,
         description="Network interface for NCCL/Gloo traffic and flannel (default: the route's).",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _not_an_ansible_pattern(cls, value: str) -> str:
+        # Imported here: the inventory is built from this configuration, so it imports lab.config.
+        from lab.bootstrap.inventory import INVENTORY_GROUPS
+
+        meaning = ANSIBLE_HOST_NAMES.get(value)
+        if meaning is None and value in INVENTORY_GROUPS:
+            meaning = "a group of the lab's inventory"
+        if meaning is not None:
+            raise ValueError(
+                f"{value!r} is {meaning}, which Ansible would take this node for, running the plays"
+                f" meant for it on this node alone; name the node otherwise, such as {value}-1"
+            )
+        return value
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -132,12 +154,25 @@ class Ssh(KeyModel):
     @field_validator("key_path")
     @classmethod
     def _plain_key_path(cls, value: str) -> str:
+        fix = "point it at the private key the nodes accept, such as ~/.ssh/id_ed25519"
+        if not value.strip():
+            raise ValueError(f"is empty; {fix}")
         found = KEY_PATH_UNSAFE.search(value)
         if found is not None:
             raise ValueError(
                 f"{value!r} holds {found.group()!r}, which ssh reads specially in a key path;"
                 " move or link the key to a path without it"
             )
+        # ssh and Ansible expand `~user` where the playbook runs, which is this machine.
+        expanded = os.path.expanduser(value)
+        if value.startswith("~") and expanded == value:
+            user = value[1:].partition("/")[0]
+            raise ValueError(
+                f"{value!r} starts with the home of {user!r}, a user this machine does not know;"
+                " write the key's path in full"
+            )
+        if os.path.lexists(expanded) and not os.path.isfile(expanded):
+            raise ValueError(f"{value!r} is not a regular file (a folder, a pipe or a device); {fix}")
         return value
 
 
@@ -172,7 +207,9 @@ class Nfs(KeyModel):
     @field_validator("export_path")
     @classmethod
     def _dedicated(cls, value: str) -> str:
-        path = Path(value)
+        # Python keeps a leading `//` as a root of its own (POSIX leaves its meaning to the
+        # system), so `//etc` would not be inside /etc; Linux reads it as `/`.
+        path = Path("/" + value.lstrip("/")) if value.startswith("/") else Path(value)
         fix = "use a directory for the lab alone, such as /srv/k8scifar"
         if not path.is_absolute() or ".." in path.parts or path == Path("/"):
             raise ValueError(f"{value!r} must be an absolute directory below / such as /srv/k8scifar")
@@ -180,6 +217,12 @@ class Nfs(KeyModel):
             raise ValueError(
                 f"{value!r} holds a character other than letters, digits, '.', '_', '-' and '/',"
                 f" which breaks the exports line; {fix}"
+            )
+        long = next((part for part in path.parts if len(part.encode()) > NAME_MAX), None)
+        if long is not None:
+            raise ValueError(
+                f"{value[:40]!r}... holds a folder name of {len(long.encode())} bytes, longer than the"
+                f" {NAME_MAX} Linux takes; {fix}"
             )
         system = next((tree for tree in SYSTEM_TREES if path.is_relative_to(tree)), None)
         if system is not None:

@@ -65,7 +65,9 @@ def _shown(value: Any) -> str:
     text = repr(value)
     if len(text) <= SHOWN_CHARACTERS:
         return text
-    return f"{text[:SHOWN_CHARACTERS]}... ({len(text)} characters)"
+    # The length of what was written, not of its repr's quotes and escapes.
+    written = value if isinstance(value, str) else text
+    return f"{text[:SHOWN_CHARACTERS]}... ({len(written)} characters)"
 
 
 def _unquoted_word(value: bool, expected: str) -> str | None:

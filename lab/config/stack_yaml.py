@@ -290,10 +290,13 @@ class StackLoader(yaml.SafeLoader):
         """The number of values `root` holds with its aliases expanded, refused above MAX_VALUES."""
         sizes: dict[int, int] = {}
         visiting: set[int] = set()
+        aliased = False  # a node reached twice is an alias's
 
         def size(node: yaml.Node) -> int:
+            nonlocal aliased
             key = id(node)
             if key in sizes:
+                aliased = True
                 return sizes[key]
             if key in visiting:
                 raise StackFileProblems(
@@ -325,6 +328,11 @@ class StackLoader(yaml.SafeLoader):
             return err.problems
         if total <= MAX_VALUES:
             return []
+        if not aliased:
+            return [
+                f"it holds more than {MAX_VALUES} values, far more than a lab's stack needs; keep"
+                " the keys the lab and your other programs read"
+            ]
         return [
             f"its aliases (*name) expand to more than {MAX_VALUES} values, far more than a lab's"
             " stack needs; write the values out instead of nesting aliases"

@@ -81,8 +81,8 @@ class Trainer(KeyModel):
         default=29500,
         ge=1024,
         le=65535,
-        description="Rendezvous port (MASTER_PORT); not a port the cluster uses (6443, 10250,"
-        " 8472, etcd's, the registry's), nor a NodePort with hostNetwork.",
+        description="Rendezvous port (MASTER_PORT); not a TCP port the nodes hold (the cluster's"
+        " programs', the registry's, the node exporter's), nor SSH's or a NodePort with hostNetwork.",
     )
     host_network: bool = Field(
         default=False,
@@ -250,7 +250,8 @@ class Observability(KeyModel):
         le=EPHEMERAL_PORTS[0] - 1,
         description="Port the lab's node exporter takes on every node (its host network). Set another"
         " where a node already runs an exporter on the default (`labctl doctor` names what holds it);"
-        " Prometheus' scrape follows.",
+        " Prometheus' scrape follows. Not a TCP port the nodes hold (the cluster's programs', SSH's,"
+        " the lab's other ports) nor a NodePort.",
     )
 
     @model_validator(mode="after")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import stat
@@ -13,13 +14,16 @@ import pytest
 import yaml
 
 from lab.bootstrap.inventory import (
+    AGENT_GROUP,
     LEGACY_KNOWN_HOSTS,
+    SERVER_GROUP,
     build_inventory,
     known_hosts_file,
     ssh_common_args,
     with_known_hosts,
 )
 from lab.config import ConfigError, HostKeyPolicy, Node, Ssh, load_stack, parse_config
+from lab.paths import ANSIBLE_DIR, ROOT
 from lab.remote.ssh import Remote
 from tests.support.shipped import shipped_stacks
 
@@ -153,3 +157,131 @@ def test_labctl_reaches_ssh_with_whole_paths(tmp_path: Path) -> None:
     )
     assert f"userknownhostsfile {AWKWARD}/known_hosts\n" in resolved.stdout
     assert f"identityfile {key}\n" in resolved.stdout and "hostname node\n" in resolved.stdout
+
+
+PLAYBOOKS = ("site.yml", "reset.yml", "remove_nodes.yml")
+# Run in a process of its own: importing ansible patches sys.intern, which torch's compiler cannot
+# take when trainer tests run later in the same test worker.
+VIEW = """
+import json, sys
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+views = {}
+for case, (path, limit, patterns) in json.load(sys.stdin).items():
+    manager = InventoryManager(loader=DataLoader(), sources=[path])
+    if limit is not None:
+        manager.subset(limit)
+    views[case] = {
+        p: sorted([h.name, h.vars.get("ansible_host")] for h in manager.get_hosts(p)) for p in patterns
+    }
+json.dump(views, sys.stdout)
+"""
+
+
+def _renamed(inventory: dict, old: str, new: str) -> dict:
+    """`inventory` with host `old` called `new` in every group, as a stack naming it so would give."""
+    renamed = copy.deepcopy(inventory)
+    groups = [renamed["all"], *renamed["all"]["children"].values()]
+    for group in groups:
+        group["hosts"] = {new if name == old else name: v for name, v in group["hosts"].items()}
+    return renamed
+
+
+def _plays() -> dict[str, str]:
+    """Each play of the playbooks, named `playbook: play`, and its host pattern."""
+    return {
+        f"{playbook}: {play['name']}": play["hosts"]
+        for playbook in PLAYBOOKS
+        for play in yaml.safe_load((ANSIBLE_DIR / "playbooks" / playbook).read_text())
+        if "hosts" in play
+    }
+
+
+# (node renamed, new name): a node named as one of Ansible's groups or the lab's is the only host
+# of the plays aimed at that group (InventoryManager._evaluate_patterns takes a host's name first).
+TAKEN_FOR_A_GROUP = [("cpu-a", "all"), ("cpu-b", SERVER_GROUP), ("cpu-a", AGENT_GROUP)]
+# (name, the address Ansible then reaches the node at): a node named `ungrouped` loses its
+# variables to the built-in group, so Ansible would look up a machine of that name; one named
+# `localhost` becomes the inventory's localhost, which Ansible's local tasks run on.
+ANSIBLES_OWN = [("ungrouped", None), ("localhost", "192.168.50.12")]
+# Names Ansible splits into several patterns when they are a --limit, as remove_nodes.yml is run.
+SPLIT = ["cpu-b,cpu-a", "cpu-b:cpu-a"]
+
+
+@pytest.fixture(scope="module")
+def ansible_views(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[list[str | None]]]]:
+    """What ansible-core's InventoryManager makes of the example stack's inventory and of it with
+    a node renamed: per case, each pattern's hosts as [name, ansible_host]."""
+    folder = tmp_path_factory.mktemp("inventories")
+    honest = build_inventory(load_stack("example-cpu"), None)
+    plays = sorted(set(_plays().values()))
+    cases: dict[str, tuple[dict, str | None, list[str]]] = {"honest": (honest, None, [*plays, "localhost"])}
+    for old, name in TAKEN_FOR_A_GROUP:
+        cases[name] = (_renamed(honest, old, name), None, plays)
+    for name, _ in ANSIBLES_OWN:
+        cases[name] = (_renamed(honest, "cpu-b", name), None, [name])
+    for name in SPLIT:
+        cases[name] = (_renamed(honest, "cpu-b", name), name, ["all"])
+    request = {}
+    for number, (case, (inventory, limit, patterns)) in enumerate(cases.items()):
+        path = folder / f"{number}.yml"
+        path.write_text(yaml.safe_dump(inventory))
+        request[case] = (str(path), limit, patterns)
+    done = subprocess.run(
+        [sys.executable, "-c", VIEW], input=json.dumps(request), capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def _names(hosts: list[list[str | None]]) -> list[str | None]:
+    return [name for name, _ in hosts]
+
+
+@pytest.mark.parametrize(("old", "name"), TAKEN_FOR_A_GROUP, ids=[t[1] for t in TAKEN_FOR_A_GROUP])
+def test_a_node_named_as_a_group_takes_over_its_plays_and_is_refused(
+    old: str, name: str, ansible_views: dict[str, dict[str, list[list[str | None]]]]
+) -> None:
+    honest, renamed = ansible_views["honest"], ansible_views[name]
+    wrong = {}
+    for play, pattern in _plays().items():
+        meant = sorted(name if h == old else h for h in _names(honest[pattern]))
+        if _names(renamed[pattern]) != meant:
+            wrong[play] = (meant, _names(renamed[pattern]))
+    # The play that refuses a foreign cluster and the server's or agents' plays lose their nodes.
+    assert wrong and all(got == [name] for _, got in wrong.values()), wrong
+    if name == "all":
+        assert any(play.startswith("site.yml: Refuse a cluster") for play in wrong), sorted(wrong)
+    values = yaml.safe_load((ROOT / "stacks" / "Pulumi.example-cpu.yaml").read_text())["config"]
+    nodes = [dict(n, name=name) if n["name"] == old else n for n in values["k8scifar:nodes"]]
+    with pytest.raises(ConfigError, match=rf"nodes\[\d\]\.name: '{name}' is .*such as {name}-1"):
+        parse_config({"nodes": nodes})
+
+
+@pytest.mark.parametrize(("name", "reached"), ANSIBLES_OWN, ids=[o[0] for o in ANSIBLES_OWN])
+def test_a_node_named_as_ansible_names_its_own_is_taken_for_it_and_refused(
+    name: str, reached: str | None, ansible_views: dict[str, dict[str, list[list[str | None]]]]
+) -> None:
+    # `localhost` is the controller, made up when asked for, until a node bears the name.
+    assert ansible_views["honest"]["localhost"] == [["localhost", None]]
+    assert ansible_views[name][name] == [[name, reached]]
+    lab = load_stack("example-cpu")
+    assert lab.nodes[1].address == "192.168.50.12"
+    with pytest.raises(ConfigError, match=rf"nodes\[1\]\.name: '{name}' is Ansible's"):
+        parse_config({"nodes": [lab.nodes[0].model_dump(), dict(lab.nodes[1].model_dump(), name=name)]})
+
+
+@pytest.mark.parametrize("name", SPLIT)
+def test_a_node_name_ansible_splits_reaches_another_node(
+    name: str, ansible_views: dict[str, dict[str, list[list[str | None]]]]
+) -> None:
+    # As a --limit, the leaving node's name splits into the server's.
+    assert _names(ansible_views[name]["all"]) == ["cpu-a"]
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu-b,cpu-a", "cpu-b:cpu-a", "cpu-*", "!cpu-a", "&cpu", "~cpu", "cpu-b.lab", "cpu[1]"]
+)
+def test_a_node_name_holding_ansible_pattern_syntax_is_refused(name: str) -> None:
+    lab = load_stack("example-cpu")
+    with pytest.raises(ConfigError, match=r"nodes\[1\]\.name: "):
+        parse_config({"nodes": [lab.nodes[0].model_dump(), dict(lab.nodes[1].model_dump(), name=name)]})

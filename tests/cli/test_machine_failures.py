@@ -81,3 +81,35 @@ def test_a_file_written_on_a_full_disk_keeps_its_old_content(tmp_path: Path) -> 
             write_file(full / "record", "new" * 100_000)
         assert (full / "record").read_text() == "old"
         assert _leftovers(full) == []
+
+
+def test_a_fetch_does_not_write_through_a_link_inside_the_destination(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    # A run folder of the copy that is a link to elsewhere, as a former fetch may have left.
+    (copy / "big").symlink_to("../victim")
+    result = labctl("results", "--runs-dir", runs, "--fetch", copy)
+    assert_one_line_error(result, f"{copy / 'big'} is a symbolic link", "fetch into a new folder")
+    assert list(victim.iterdir()) == []
+    assert sorted(p.name for p in copy.iterdir()) == ["big"], "a file was placed before the refusal"
+
+
+def test_a_fetch_into_the_root_folder_is_one_line(tmp_path: Path) -> None:
+    result = labctl("results", "--runs-dir", _runs(tmp_path), "--fetch", "/")
+    assert_one_line_error(result, "/ is the root folder", "such as ./results")
+
+
+@pytest.mark.parametrize("dest", [".", ""])
+def test_a_fetch_into_the_working_folder_copies_there(
+    dest: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = _runs(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = labctl("results", "--runs-dir", runs, "--fetch", dest)
+    assert result.code == 0, result.err
+    assert (work / "big" / "status.json").is_file()

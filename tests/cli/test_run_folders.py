@@ -13,16 +13,17 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from lab.cli.common import runfolders
 from lab.cli.common.runsource import ExportRuns
 from tests.support.labctl import Result, labctl, loopback_values, write_stack
 from tests.support.sshd import Sshd
+from trainer.records import runfolders
 
 SECRET = "PRIVATE-KEY-SECRET-MARKER"
 ESC = "\x1b"
@@ -220,3 +221,23 @@ def test_every_character_that_steers_a_terminal_is_written_visibly(value: str) -
     assert shown.isprintable(), repr(shown)
     assert not any(c in shown for c in ("\x1b", "\x9b", "\u202e", "\u2028", "\x00", "\x7f", "\t", "\u200b"))
     assert runfolders.printable("CIFAR-10 ✓ naïve") == "CIFAR-10 ✓ naïve"
+
+
+def test_results_list_only_what_fetch_copies(tmp_path: Path) -> None:
+    # Names the trainer never gives a run or a plot: `results` listed them, `--fetch` left them out.
+    runs = tmp_path / "runs"
+    _good(runs / "..run")
+    _good(runs / "good")
+    (runs / "good" / "..png").write_bytes(b"\x89PNG hidden")
+    found = runfolders.collect(str(runs))
+    assert [run["name"] for run in found["runs"]] == ["good"]
+    assert [plot for run in found["runs"] for plot in run["plots"]] == ["good/curves.png"]
+    spool = io.BytesIO()
+    runfolders.archive(str(runs), spool)
+    spool.seek(0)
+    with tarfile.open(fileobj=spool) as tar:
+        copied = sorted(tar.getnames())
+    assert copied == [
+        "good",
+        *(f"good/{name}" for name in sorted(os.listdir(runs / "good")) if name != "..png"),
+    ]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lab.config import ConfigError, parse_config
+from lab.config.facts import HELD_PORTS
 from lab.paths import ROOT
 
 GPU: dict[str, Any] = {
@@ -95,7 +96,7 @@ def test_ascii_numbers_written_as_text_still_read() -> None:
 @pytest.mark.parametrize(
     ("changes", "collides"),
     [
-        ({"observability__metricsPort": 29500}, "trainer.port 29500, where rank 0's rendezvous listens"),
+        ({"observability__metricsPort": 29500}, "rank 0's rendezvous (trainer.port 29500)"),
         # Two ranks a pod serve on 29499 and 29500.
         ({"observability__metricsPort": 29499}, "trainer.port 29500"),
         ({"observability__metricsPort": 10249}, "kubelet"),
@@ -111,6 +112,15 @@ def test_ascii_numbers_written_as_text_still_read() -> None:
 def test_a_metrics_port_something_else_holds_is_refused(changes: dict[str, Any], collides: str) -> None:
     problem = _problem(_with(GPU, **changes), "k8scifar:observability.metricsPort")
     assert collides in problem and "such as the default 9464" in problem
+
+
+def test_a_collision_is_laid_at_the_key_moved_from_its_default() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_with(GPU, observability__nodeExporterPort=29500))
+    assert caught.value.problems == [
+        "k8scifar:observability.nodeExporterPort: 29500 collides with rank 0's rendezvous"
+        " (trainer.port 29500); choose a free port such as the default 9100"
+    ]
 
 
 def test_the_node_exporters_port_is_the_one_the_stack_gives() -> None:
@@ -220,3 +230,140 @@ def test_no_pattern_or_check_takes_unicode_digits_for_ascii_ones() -> None:
             if pattern or check:
                 found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}")
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("export", "system"),
+    [
+        ("//etc/k8s", "/etc"),
+        ("//usr/local/lab", "/usr"),
+        ("//var//lib/lab", "/var"),
+        ("///root/lab", "/root"),
+    ],
+)
+def test_an_export_path_spelled_with_a_double_slash_is_checked_as_linux_reads_it(
+    export: str, system: str
+) -> None:
+    problem = _problem(_with(GPU, nfs={"exportPath": export}), "k8scifar:nfs.exportPath")
+    assert f"system directory {system};" in problem
+
+
+def test_an_export_path_is_kept_as_linux_reads_it() -> None:
+    assert parse_config(_with(GPU, nfs={"exportPath": "//srv//k8scifar/"})).nfs.export_path == "/srv/k8scifar"
+
+
+def test_an_export_path_with_a_name_longer_than_linux_takes_is_refused() -> None:
+    problem = _problem(_with(GPU, nfs={"exportPath": "/srv/" + "a" * 5000}), "k8scifar:nfs.exportPath")
+    assert "a folder name of 5000 bytes, longer than the 255 Linux takes" in problem
+    assert len(problem) < 300
+    parse_config(_with(GPU, nfs={"exportPath": "/srv/" + "a" * 255}))
+
+
+# (port, what holds it): the cluster's own programs (facts.HELD_PORTS), the lab's other ports,
+# SSH and kube-proxy's NodePorts; the node exporter listens on every node's own network.
+HELD = [
+    (6443, "Kubernetes API"),
+    (10250, "kubelet"),
+    (2379, "etcd"),
+    (2380, "etcd peers"),
+    (10257, "controller-manager"),
+    (10259, "scheduler"),
+    (10256, "kube-proxy health"),
+    (10249, "kube-proxy metrics"),
+    (2049, "NFS"),
+    (30500, "the registry NodePort (registry.port 30500)"),
+    (29500, "rank 0's rendezvous (trainer.port 29500)"),
+    (31000, "the NodePort range 30000-32767"),
+]
+
+
+@pytest.mark.parametrize(("port", "holder"), HELD, ids=[str(h[0]) for h in HELD])
+def test_a_node_exporter_port_the_nodes_hold_is_refused_with_a_free_one(port: int, holder: str) -> None:
+    values = _with(GPU, observability={"nodeExporterPort": port})
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+    assert len(caught.value.problems) == 1, caught.value.problems
+    [problem] = caught.value.problems
+    assert problem == (
+        f"k8scifar:observability.nodeExporterPort: {port} collides with {holder}; choose a free port"
+        " such as the default 9100"
+    )
+    parse_config(_with(GPU, observability={"nodeExporterPort": 9100}))
+
+
+def test_every_tcp_port_of_the_held_table_is_refused() -> None:
+    for (port, protocol), holder in HELD_PORTS.items():
+        if protocol == "tcp":
+            problem = _problem(
+                _with(GPU, observability={"nodeExporterPort": port}),
+                "k8scifar:observability.nodeExporterPort",
+            )
+            assert holder in problem
+
+
+def test_a_port_is_held_by_its_protocol() -> None:
+    # flannel's VXLAN is UDP 8472: a TCP listener there takes nothing from it.
+    assert HELD_PORTS[(8472, "udp")] == "flannel VXLAN"
+    parse_config(_with(GPU, observability={"nodeExporterPort": 8472}))
+    parse_config(_with(GPU, trainer={"port": 8472}))
+
+
+def test_the_ssh_port_is_held_and_the_suggestion_is_free() -> None:
+    # SSH moved onto the exporter's default: the suggestion is the next port nothing holds.
+    values = _with(GPU, ssh={"port": 9100})
+    problem = _problem(values, "k8scifar:observability.nodeExporterPort")
+    assert problem == (
+        "k8scifar:observability.nodeExporterPort: 9100 collides with SSH (ssh.port 9100); choose a free"
+        " port such as 9101"
+    )
+    parse_config(_with(values, observability={"nodeExporterPort": 9101}))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"ssh": {"port": 9100}, "observability": {"metricsPort": 9101}},
+        {"trainer": {"port": 9100, "hostNetwork": True}, "observability": {"nodeExporterPort": 9465}},
+        {"registry": {"port": 30000}, "observability": {"nodeExporterPort": 30000}},
+    ],
+)
+def test_each_suggested_port_is_free(changes: dict[str, Any]) -> None:
+    values = _with(GPU, **changes)
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+    for problem in caught.value.problems:
+        key, _, rest = problem.partition(": ")
+        section, name = key.removeprefix("k8scifar:").split(".")
+        suggested = int(re.findall(r"such as (?:the default )?(\d+)$", rest)[0])
+        values = _with(values, **{section: {**values.get(section, {}), name: suggested}})
+    parse_config(values)
+
+
+def test_a_replica_count_beyond_the_lab_is_not_answered_with_a_batch_above_its_maximum() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_with(GPU, trainer={"replicas": 1_000_000_000, "batchSize": 512}))
+    assert [p.split(":")[1] for p in caught.value.problems] == ["trainer.replicas"], caught.value.problems
+    assert "1000000000" not in caught.value.problems[0].partition(" use ")[2]
+
+
+@pytest.mark.parametrize(
+    ("key_path", "said"),
+    [
+        ("", "is empty; point it at the private key"),
+        ("  ", "is empty; point it at the private key"),
+        (
+            "~nosuchuser-k8scifar/.ssh/id",
+            "the home of 'nosuchuser-k8scifar', a user this machine does not know",
+        ),
+        ("/dev/zero", "is not a regular file"),
+        ("/tmp", "is not a regular file"),
+    ],
+)
+def test_a_key_path_that_names_no_key_is_refused_naming_why(key_path: str, said: str) -> None:
+    problem = _problem(_with(GPU, ssh={"keyPath": key_path}), "k8scifar:ssh.keyPath")
+    assert said in problem and "ssh-keygen -t ed25519 -f ." not in problem, problem
+
+
+def test_a_rendezvous_port_among_the_ephemeral_ones_is_still_taken() -> None:
+    # The tests' loopback stacks take a free port the kernel hands out, which is an ephemeral one.
+    assert parse_config(_with(GPU, trainer={"port": 44803})).trainer.port == 44803

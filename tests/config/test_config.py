@@ -328,7 +328,7 @@ UNSAFE = [
     # The rendezvous port and the namespace must not be the cluster's own.
     ("port of the API server", _with("trainer.port", 6443), "k8scifar:trainer.port", "Kubernetes API"),
     ("port of the kubelet", _with("trainer.port", 10250), "k8scifar:trainer.port", "kubelet"),
-    ("port of flannel", _with("trainer.port", 8472), "k8scifar:trainer.port", "flannel"),
+    ("port of kube-proxy", _with("trainer.port", 10256), "k8scifar:trainer.port", "kube-proxy health"),
     ("port of etcd", _with("trainer.port", 2379), "k8scifar:trainer.port", "etcd"),
     ("port of the registry", _with("trainer.port", 30500), "k8scifar:trainer.port", "registry NodePort"),
     (

@@ -3,6 +3,7 @@ a traceback or a message about something else; what `pulumi up` accepts, labctl 
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from lab.cli.common.console import one_line
-from lab.config import ConfigError, LabConfig, load_stack, parse_config
+from lab.config import ConfigError, LabConfig, load_stack, parse_config, read_stack_values
 from lab.config.fields import nested_model
 from lab.config.messages import PATTERN_RULES
 from tests.support.labctl import Labctl, assert_one_line_error
@@ -122,7 +123,7 @@ def test_a_5000_digit_text_is_quoted_short_as_pulumi_hands_it_over() -> None:
         node = {"name": "a", "address": "192.168.50.11", "user": "u", "role": "server"}
         parse_config({"nodes": [node], "trainer": {"seed": "9" * 5000}})
     line = one_line(caught.value)
-    assert "k8scifar:trainer.seed: must be an integer" in line and "(5002 characters)" in line
+    assert "k8scifar:trainer.seed: must be an integer" in line and "(5000 characters)" in line
     assert len(line) < 300, line
 
 
@@ -158,3 +159,24 @@ def test_every_pattern_a_key_must_match_has_its_own_message() -> None:
     found = dict(_patterns(LabConfig))
     assert {"name", "user", "interface", "namespace"} <= set(found)
     assert [key for key, pattern in found.items() if pattern not in PATTERN_RULES] == []
+
+
+@pytest.mark.parametrize("length", [64, 254])
+def test_a_long_name_is_counted_as_written(length: int) -> None:
+    node = {"name": "a" * length, "address": "192.168.50.11", "user": "u", "role": "server"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"nodes": [node]})
+    line = one_line(caught.value)
+    assert f"({length} characters)" in line, line
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dev-zero"])
+def test_a_stack_file_that_is_no_file_is_named_so(kind: str, tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.t.yaml"
+    {"folder": path.mkdir, "fifo": lambda: os.mkfifo(path), "dev-zero": lambda: path.symlink_to("/dev/zero")}[
+        kind
+    ]()
+    with pytest.raises(ConfigError) as caught:
+        read_stack_values(path)
+    line = one_line(caught.value)
+    assert "is not a regular file" in line and "no such stack file" not in line, line

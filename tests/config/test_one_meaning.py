@@ -163,6 +163,12 @@ def test_an_alias_bomb_is_refused_at_once(levels: int, width: int, tmp_path: Pat
     assert "aliases (*name) expand to more than" in line and "write the values out" in line
 
 
+def test_a_file_of_many_keys_and_no_alias_is_not_said_to_expand_aliases(tmp_path: Path) -> None:
+    keys = "".join(f"  other:k{n}: v\n" for n in range(10_001))
+    line = _refusal(_file(tmp_path, keys))
+    assert "holds more than 10000 values" in line and "aliases" not in line, line
+
+
 def test_a_bomb_is_one_line_from_labctl_within_seconds(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.new.yaml").write_text(_bomb(9))
     started = time.monotonic()
@@ -254,3 +260,13 @@ def test_the_go_readers_port_agrees_with_the_libraries(text: str, v3: tuple, v2:
     assert go_yaml(text) == v3
     assert go_yaml(text, v2=True) == v2
     assert math.isnan(go_yaml(".NaN")[1])
+
+
+@pytest.mark.parametrize("written", ["1.30", "1.3", "1"])
+def test_an_unquoted_version_read_as_a_number_is_refused_with_the_fix(written: str, tmp_path: Path) -> None:
+    _file(tmp_path, f"  k8scifar:kubernetesVersion: {written}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_stack("new", tmp_path)
+    line = one_line(caught.value)
+    assert "k8scifar:kubernetesVersion: is a number" in line and "write the release in quotes" in line, line
+    assert "valid string" not in line

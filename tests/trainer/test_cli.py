@@ -153,3 +153,26 @@ def test_each_hyperparameter_flag_defaults_to_its_row_of_the_table() -> None:
     assert {name: given.get(name, "no flag") for name in settable} == {
         name: row.common for name, row in settable.items()
     }
+
+
+@pytest.mark.parametrize("index", ["abc", "-1", "0x1", "١", "9" * 5000])
+def test_a_malformed_job_completion_index_is_named_as_malformed(
+    index: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "sweep.json").write_text('{"sets": [{"epochs": 2}]}')
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", index)
+    flags = ["--data", str(tmp_path), "--runs", str(tmp_path / "runs"), "--run-name", "r"]
+    assert main(["train", *flags, "--sweep", str(tmp_path / "sweep.json")]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said.startswith("error: JOB_COMPLETION_INDEX is ") and "not a set's index" in said, said
+    assert len(said) < 200 and "\n" not in said
+
+
+@pytest.mark.parametrize("flag", ["--batch-size", "--epochs", "--lr", "--seed"])
+def test_a_flag_value_thousands_of_digits_long_is_not_echoed_whole(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--data", "d", "--runs", "r", "--run-name", "x", flag, "9" * 5000])
+    said = capsys.readouterr().err.strip()
+    assert "(5000 characters)" in said and len(said) < 300 and "\n" not in said, said

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +137,115 @@ def test_the_cli_refuses_a_tampered_batch_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "does not match its recorded sha256" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+class _Reduced:
+    """Pickles as a call of `function(*args)`, then `state` set on what it returns, as a batch may."""
+
+    def __init__(self, function: object, args: tuple, state: object = None) -> None:
+        self.reduced = (function, args) if state is None else (function, args, state)
+
+    def __reduce__(self) -> tuple:
+        return self.reduced
+
+
+def _hostile_batches(root: Path, data_value: object) -> Path:
+    """A synthetic set whose every training batch is `data_value` with one label, its manifest
+    rewritten to match: what whoever writes the share can make."""
+    folder = data.write_synthetic(root, train=50, test=20, seed=0)
+    for name in data.TRAIN_FILES:
+        with open(folder / name, "wb") as handle:
+            pickle.dump({"data": data_value, "labels": [0]}, handle, protocol=2)
+    data.record_manifest(folder)
+    return folder
+
+
+def _refusal_and_peak(root: Path) -> tuple[str, int]:
+    """load's one-line refusal and the most bytes numpy and Python held while it ran."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(data.DataError) as caught:
+            data.load(root, train=True)
+        return str(caught.value), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+# (what the batch's data is, the refusal): each claims far more than its file holds.
+CLAIMING = [
+    pytest.param(
+        # numpy.ndarray((10**6, 3072), 'u1', b'\0', 0, (0, 0)): 3 GB over one byte, by zero strides.
+        _Reduced(np.ndarray, ((10**6, 3072), "u1", b"\0", 0, (0, 0))),
+        "never calls numpy.ndarray",
+        id="zero-strides",
+    ),
+    pytest.param(
+        _Reduced(np.ndarray, ((349525, 3072), "u1")), "never calls numpy.ndarray", id="ndarray-call"
+    ),
+    pytest.param(
+        _Reduced(
+            np._core.multiarray._reconstruct,
+            (np.ndarray, (10**6, 3072), b"b"),
+            (1, (10**6, 3072), np.dtype("u1"), False, b"\0"),
+        ),
+        "claims other than the 1 bytes it carries",
+        id="reconstruct-shape",
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "refusal"), CLAIMING)
+def test_a_batch_that_claims_more_than_it_holds_is_refused_before_numpy_allocates(
+    value: object, refusal: str, tmp_path: Path
+) -> None:
+    folder = _hostile_batches(tmp_path, value)
+    assert (folder / "data_batch_1").stat().st_size < 300
+    message, peak = _refusal_and_peak(tmp_path)
+    assert "data_batch_1 is corrupt" in message and refusal in message and "\n" not in message
+    assert peak < 16 * 2**20, f"{peak} bytes held to refuse a {refusal!r} batch"
+
+
+def test_an_arrays_type_state_cannot_make_its_bytes_anything_but_pixels(tmp_path: Path) -> None:
+    # The state numpy would take for the array's dtype sets the flag that reads its bytes as object
+    # pointers; the batch's bytes stay uint8 pixels.
+    dtype = _Reduced(np.dtype, ("u1", False, True), (3, "|", None, None, None, -1, -1, 63))
+    rows = np.zeros((10, data.ROW), np.uint8)
+    array = _Reduced(
+        np._core.multiarray._reconstruct,
+        (np.ndarray, (0,), b"b"),
+        (1, rows.shape, dtype, False, rows.tobytes()),
+    )
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    with open(folder / "test_batch", "wb") as handle:
+        pickle.dump({"data": array, "labels": [0] * 10}, handle, protocol=2)
+    data.record_manifest(folder)
+    images = data.load(tmp_path, train=False).images
+    assert images.dtype == np.uint8 and not images.dtype.hasobject and images.shape == (10, 3, 32, 32)
+
+
+def test_a_batch_larger_than_cifar10s_is_refused_by_its_size_before_it_is_hashed(tmp_path: Path) -> None:
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    sparse = folder / "data_batch_2"
+    with open(sparse, "r+b") as handle:
+        handle.truncate(3 * 2**29)  # 1.5 GiB of holes: no disk, but 25 s to hash
+    started = time.monotonic()
+    with pytest.raises(data.DataError, match=r"data_batch_2: holds 1610612736 bytes, more than the \d+ such"):
+        data.load(tmp_path, train=True)
+    assert time.monotonic() - started < 5
+
+
+def test_the_largest_batch_a_set_has_fits_the_bound(tmp_path: Path) -> None:
+    folder = data.write_synthetic(tmp_path, train=len(data.TRAIN_FILES), test=data.BATCH_IMAGES, seed=0)
+    assert (folder / "test_batch").stat().st_size <= data.MAX_BATCH_BYTES
+    assert len(data.load(tmp_path, train=False).labels) == data.BATCH_IMAGES
+    # CIFAR-10's largest published batch.
+    assert data.MAX_BATCH_BYTES > 31_035_704
+
+
+@pytest.mark.parametrize(("train", "test"), [(10**11, 20), (50, 10**6)])
+def test_a_synthetic_set_larger_than_cifar10_is_refused_in_one_line(
+    train: int, test: int, tmp_path: Path
+) -> None:
+    with pytest.raises(data.DataError, match=r"at most CIFAR-10's 50000 training and 10000 test images"):
+        data.write_synthetic(tmp_path, train=train, test=test, seed=0)
+    assert not (tmp_path / "cifar-10-batches-py").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from tests.support.network import free_port
 from tests.support.trainer_runs import SMALL, run, trainer
 from trainer.distributed import (
     DEFAULT_TIMEOUT_SECONDS,
+    MAX_TIMEOUT_SECONDS,
     JobEnvironmentError,
     apply_socket_interfaces,
     timeout_seconds,
@@ -89,6 +91,27 @@ def test_the_collective_timeout_comes_from_the_flag_then_the_environment() -> No
     assert timeout_seconds(None, {}) == 300
     assert timeout_seconds(None, {"LAB_COLLECTIVE_TIMEOUT": "7"}) == 7
     assert timeout_seconds(3, {"LAB_COLLECTIVE_TIMEOUT": "7"}) == 3
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "said"),
+    [
+        (
+            None,
+            {"LAB_COLLECTIVE_TIMEOUT": str(10**25)},
+            "LAB_COLLECTIVE_TIMEOUT=10000000000000000000000000 must be",
+        ),
+        (10**20, {}, "--timeout-seconds 100000000000000000000 must be at most"),
+    ],
+)
+def test_a_collective_timeout_beyond_what_the_clocks_hold_is_refused_at_once(
+    flag: int | None, env: dict[str, str], said: str
+) -> None:
+    with pytest.raises(JobEnvironmentError) as caught:
+        timeout_seconds(flag, env)
+    assert said in str(caught.value) and str(MAX_TIMEOUT_SECONDS) in str(caught.value)
+    # The largest taken is one the join's timedelta holds.
+    assert datetime.timedelta(seconds=timeout_seconds(MAX_TIMEOUT_SECONDS, {}))
 
 
 def _train_as(dataset: Path, runs: Path, **variables: str) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,9 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-from trainer.records import atomic
+from trainer.records import atomic, runfolders
 
 
 def mark(path: Path, rank: int) -> None:
@@ -25,21 +26,23 @@ def mark(path: Path, rank: int) -> None:
 def clear(path: Path) -> None:
     """Take the signal back when the process that gave it leaves."""
     try:
-        if json.loads(path.read_text()).get("pid") == os.getpid():
+        if _signal(path).get("pid") == os.getpid():
             path.unlink()
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, runfolders.Unfit):
         pass
 
 
 def check(path: Path) -> str | None:
     """None when the signal stands, else why not (one line)."""
     try:
-        signal = json.loads(path.read_text())
+        signal = _signal(path)
         pid = int(signal["pid"])
     except FileNotFoundError:
         return f"{path}: no rank has joined the process group and trained a step yet"
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        return f"{path}: unreadable signal ({err})"
+    except runfolders.Unfit as err:
+        return f"{err}; delete it, and the rank that trains writes it anew"
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        return f"{path}: unreadable signal ({str(err)[:200]})"
     try:
         os.kill(pid, 0)  # the probe runs in the container's own PID namespace
     except ProcessLookupError:
@@ -47,3 +50,8 @@ def check(path: Path) -> str | None:
     except PermissionError:
         pass  # alive, under another uid
     return None
+
+
+def _signal(path: Path) -> Any:
+    # The signal lies on a volume other processes write: read as a run's files are.
+    return json.loads(runfolders.read_named(str(path), runfolders.MAX_JSON_BYTES).decode("utf-8"))

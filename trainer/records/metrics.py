@@ -11,7 +11,7 @@ from typing import Any
 
 from trainer.contract import CHECKPOINTS_DIR, CURVES_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE
 from trainer.errors import TrainerError
-from trainer.records import atomic
+from trainer.records import atomic, runfolders
 
 
 class RunFolderError(TrainerError):
@@ -88,9 +88,17 @@ class RunFolder:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
+    """A run file's object, None where there is none yet or it is being rewritten; the run folder
+    is on the shared export, so it is read as labctl reads it (trainer/records/runfolders.py)."""
     try:
-        content = json.loads(path.read_text())
-    except (OSError, ValueError):
+        raw = runfolders.read_in(str(path.parent), path.name, runfolders.MAX_JSON_BYTES)
+    except runfolders.Unfit as err:
+        raise TrainerError(f"{err}; delete it, and the trainer writes it anew") from None
+    except OSError:
+        return None
+    try:
+        content = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
         return None
     return content if isinstance(content, dict) else None
 

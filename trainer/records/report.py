@@ -3,19 +3,36 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
 from trainer.contract import SUMMARY_FILE, TRAINED_ON
+from trainer.records import runfolders
 from trainer.sweep import PARAMETERS, SweepError
 
 
 def collect(sweep_dir: Path) -> list[dict[str, Any]]:
-    """Summaries of the finished runs under `sweep_dir/<index>/`, best test accuracy first."""
+    """Summaries of the finished runs under `sweep_dir/<index>/`, best test accuracy first. The
+    sweep sits on the shared export: its folders and summaries are read as labctl reads them (no
+    link followed, no pipe or device opened, a size bound), and the first one left alone is named."""
+    problems = runfolders.Problems()
     rows = []
-    for path in sorted(sweep_dir.glob(f"*/{SUMMARY_FILE}")):
-        summary = json.loads(path.read_text())
-        rows.append({"run": path.parent.name, **summary})
+    try:
+        root = runfolders.Folder.open_root(str(sweep_dir))
+    except OSError as err:
+        raise SweepError(f"{sweep_dir} cannot be opened as a folder ({err.strerror})") from None
+    try:
+        for name, seen in root.entries(problems):
+            if stat.S_ISLNK(seen.st_mode):
+                problems.add(name, "is a symbolic link, which may lead out of the sweep folder; left alone")
+            summary = _summary(root, name, problems) if stat.S_ISDIR(seen.st_mode) else None
+            if summary is not None:
+                rows.append({"run": runfolders.printable(name), **summary})
+    finally:
+        root.close()
+    if problems.lines:
+        raise SweepError(f"{sweep_dir}/{problems.lines[0]}; delete it or move it out of the sweep folder")
     if not rows:
         raise SweepError(f"no finished runs under {sweep_dir} (looked for */{SUMMARY_FILE})")
     return sorted(rows, key=lambda row: (-row["best_test_acc"], row["run"]))
@@ -56,3 +73,27 @@ def table(rows: list[dict[str, Any]], parameters: list[str]) -> str:
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in [header, *body]
     )
+
+
+def _summary(root: runfolders.Folder, name: str, problems: runfolders.Problems) -> dict[str, Any] | None:
+    """The summary of run folder `name`, None where it has none (the problem named, if any)."""
+    folder = root.subfolder(name, problems)
+    if folder is None:
+        return None
+    try:
+        raw = folder.read(SUMMARY_FILE, runfolders.MAX_JSON_BYTES, problems)
+    finally:
+        folder.close()
+    if raw is None:
+        return None
+    where = f"{name}/{SUMMARY_FILE}"
+    try:
+        summary = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        problems.add(where, "is not a JSON object in UTF-8; the run rewrites it, or delete it")
+        return None
+    accuracy = summary.get("best_test_acc") if isinstance(summary, dict) else None
+    if not isinstance(accuracy, int | float) or isinstance(accuracy, bool):
+        problems.add(where, "holds no number as best_test_acc; the run rewrites it, or delete it")
+        return None
+    return runfolders.printable_data(summary)  # type: ignore[no-any-return]

@@ -14,8 +14,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from lab.cli.common.runfolders import printable
 from lab.config import ConfigError
+from trainer.records.runfolders import printable
 
 # Piped or redirected output has no terminal to fit: rich would fold every table to 80 columns.
 PIPED_WIDTH = 240

@@ -14,12 +14,12 @@ from typing import IO, Any, Protocol
 
 from rich.markup import escape
 
-from lab.cli.common import runfolders
 from lab.cli.common.console import CliError, errors
 from lab.cli.common.stackarg import load
 from lab.files import extract_whole
 from lab.remote.ssh import Remote
 from trainer import inputs
+from trainer.records import runfolders
 
 
 class RunsSource(Protocol):
@@ -63,7 +63,7 @@ class LocalRuns:
 @dataclass(frozen=True)
 class ExportRuns:
     """The runs folder on the NFS export, read by the server's own python3 as the SSH user: no
-    sudo, for the trainer's files are readable by all (lab/cli/common/runfolders.py)."""
+    sudo, for the trainer's files are readable by all (trainer/records/runfolders.py)."""
 
     remote: Remote
     root: str

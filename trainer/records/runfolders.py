@@ -1,7 +1,8 @@
 """Read the trainer's run folders: runs, sweeps, their status, metrics, summaries and plots.
 
 Run folders are hostile input: pods write them, and so may any NFS client the export admits. So
-this reader, the only one `labctl` has, never follows a link (each name is opened relative to its
+this reader, the only one `labctl` and the trainer's own commands have (`read_in`, `read_named`
+for one file), never follows a link (each name is opened relative to its
 folder with O_NOFOLLOW, and checked with lstat first and fstat after), reads regular files only,
 of bounded size and with one link (a hard link may be a file from outside the folder), never
 opens a pipe or a device (lstat says what a name is before it is opened, O_NONBLOCK keeps an open
@@ -188,6 +189,38 @@ class Folder:
             os.close(fd)
 
 
+class Unfit(Exception):
+    """A file left alone; the message is the one line that says which and why."""
+
+
+def read_in(folder: str, name: str, limit: int) -> bytes:
+    """The bytes of `name` in `folder`, read as a run's files are (never through a link, a regular
+    file of one link and at most `limit` bytes). Raises FileNotFoundError where there is none, and
+    Unfit with its line for any other file left alone."""
+    problems = Problems()
+    opened = Folder.open_root(folder)
+    try:
+        data = opened.read(name, limit, problems)
+    finally:
+        opened.close()
+    if data is None:
+        lines = problems.report()
+        if not lines:
+            raise FileNotFoundError(os.path.join(folder, name))
+        raise Unfit(os.path.join(folder, lines[0]))
+    return data
+
+
+def read_named(path: str, limit: int) -> bytes:
+    """`read_in` for a file a person named: the links of the path as written are followed (a
+    ConfigMap's mount is one), and what they lead to is read as a run's files are."""
+    real = os.path.realpath(path)
+    try:
+        return read_in(*os.path.split(real), limit)
+    except Unfit as err:
+        raise Unfit(f"{path} leads to {err}" if real != os.path.abspath(path) else str(err)) from None
+
+
 def _unfit(found: os.stat_result, limit: int) -> str | None:
     """Why a file of this lstat/fstat is not read, or None."""
     mode = found.st_mode
@@ -205,7 +238,7 @@ def _unfit(found: os.stat_result, limit: int) -> str | None:
     if found.st_nlink != 1:
         return f"has {found.st_nlink} hard links, and may be a file from outside the run folder; left alone"
     if found.st_size > limit:
-        return f"holds {found.st_size} bytes, more than the {limit} a run's file may; left alone"
+        return f"holds {found.st_size} bytes, more than the {limit} such a file may; left alone"
     return None
 
 
@@ -287,15 +320,21 @@ def _plots(folder: Folder, problems: Problems) -> list[str]:
     return [
         printable(folder.child_path(name))
         for name, seen in folder.entries(problems)
-        if name.endswith(".png") and stat.S_ISREG(seen.st_mode)
+        if name.endswith(".png") and stat.S_ISREG(seen.st_mode) and not _hidden(name)
     ]
+
+
+def _hidden(name: str) -> bool:
+    """A name the trainer gives only its temporary files (no run or plot starts with '.'): neither
+    listed nor copied, so the table shows what `archive` copies."""
+    return name.startswith(".")
 
 
 def _folders(folder: Folder, problems: Problems) -> Iterator[Folder]:
     """The subfolders of `folder` but the skipped ones, opened one at a time without following a
     link; the caller closes each."""
     for name, seen in folder.entries(problems):
-        if not stat.S_ISDIR(seen.st_mode) or name in SKIPPED:
+        if not stat.S_ISDIR(seen.st_mode) or name in SKIPPED or _hidden(name):
             continue
         child = folder.subfolder(name, problems)
         if child is not None:
@@ -359,7 +398,7 @@ def collect(root: str) -> dict[str, Any]:
 
 
 def _plain_name(name: str) -> bool:
-    return name.isprintable() and not name.startswith(".")
+    return name.isprintable() and not _hidden(name)
 
 
 def _add_tree(out: tarfile.TarFile, folder: Folder, depth: int, state: dict[str, Any]) -> None:
@@ -369,7 +408,7 @@ def _add_tree(out: tarfile.TarFile, folder: Folder, depth: int, state: dict[str,
         if name in SKIPPED:
             continue
         if not _plain_name(name):
-            if not name.startswith("."):  # the trainer's own temporary files start with '.'
+            if not _hidden(name):
                 problems.add(where, "has a name with control characters; left alone")
             continue
         if stat.S_ISDIR(seen.st_mode):
