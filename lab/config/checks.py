@@ -70,6 +70,11 @@ def cross_checks(cfg: LabConfig) -> list[str]:
         )
     if cfg.nfs.allowed_networks is not None:
         problems.extend(_network_checks(cfg))
+    if cfg.kubeconfig is not None and not cfg.installs_kubernetes:
+        problems.append(
+            "k8scifar:kubeconfig: names a cluster, and skip.kubernetesInstall says there is none;"
+            " remove one of them"
+        )
     if cfg.airgap is not None and cfg.distribution is not Distribution.K3S:
         problems.append("k8scifar:airgap: only k3s installs from local files; remove it or use k3s")
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
