@@ -14,7 +14,7 @@ def _inline(path_bytes: bytes) -> str:
     return base64.b64encode(path_bytes).decode()
 
 
-def write(layout: Layout, pki: Pki) -> None:
+def _config(layout: Layout, ca: bytes, user: str, credentials: dict[str, str]) -> str:
     cluster = f"k8scifar-{layout.name}"
     config = {
         "apiVersion": "v1",
@@ -24,21 +24,26 @@ def write(layout: Layout, pki: Pki) -> None:
                 "name": cluster,
                 "cluster": {
                     "server": layout.server,
-                    "certificate-authority-data": _inline(pki.cert("ca").read_bytes()),
+                    "certificate-authority-data": _inline(ca),
                 },
             }
         ],
-        "users": [
-            {
-                "name": ADMIN_USER,
-                "user": {
-                    "client-certificate-data": _inline(pki.cert("admin").read_bytes()),
-                    "client-key-data": _inline(pki.key("admin").read_bytes()),
-                },
-            }
-        ],
-        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": ADMIN_USER}}],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
         "current-context": cluster,
     }
-    layout.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def write(layout: Layout, pki: Pki) -> None:
+    credentials = {
+        "client-certificate-data": _inline(pki.cert("admin").read_bytes()),
+        "client-key-data": _inline(pki.key("admin").read_bytes()),
+    }
+    layout.kubeconfig.write_text(_config(layout, pki.cert("ca").read_bytes(), ADMIN_USER, credentials))
     layout.kubeconfig.chmod(0o600)
+
+
+def for_token(layout: Layout, user: str, token: str) -> str:
+    """A kubeconfig that authenticates with `token` alone (a ServiceAccount's), no client certificate."""
+    return _config(layout, Pki(layout.pki).cert("ca").read_bytes(), user, {"token": token})

@@ -20,6 +20,11 @@ BASE_STACK = "example-cpu"
 
 
 @pytest.fixture(scope="session")
+def base_stack() -> str:
+    return BASE_STACK
+
+
+@pytest.fixture(scope="session")
 def base_lab() -> LabConfig:
     return load_stack(BASE_STACK)
 
