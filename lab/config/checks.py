@@ -93,6 +93,11 @@ def cross_checks(cfg: LabConfig) -> list[str]:
     problems.extend(_metrics_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
+    if cfg.scheduling.kueue_installed and cfg.gang_scheduler is not GangScheduler.KUEUE:
+        problems.append(
+            "k8scifar:scheduling.kueueInstalled: the lab's gang scheduler is none, so it uses no Kueue;"
+            " remove kueueInstalled or set scheduling.gang: kueue"
+        )
     if cfg.scheduling.gang is GangScheduler.KUEUE and cfg.kubernetes_minor < KUEUE_MIN_K8S_MINOR:
         problems.append(
             f"k8scifar:scheduling.gang: Kueue needs Kubernetes 1.{KUEUE_MIN_K8S_MINOR} or later and the lab"
