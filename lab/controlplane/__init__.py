@@ -1,8 +1,9 @@
 """A real Kubernetes control plane for the tests that run the lab's program for real: etcd, the
 API server (with the k3s role's Pod Security admission configuration), the controller-manager,
-the scheduler and kwok nodes made from a stack's machines, in a network namespace of its own.
+the scheduler and kwok nodes made from a stack's machines, in a network namespace of its own, and,
+when asked, Kueue beside it (lab.controlplane.kueue).
 
-`running(name, nodes, stack)` starts it and stops it on leaving, leaving no process, mount,
+`running(name, nodes, stack, kueue_for)` starts it and stops it on leaving, leaving no process, mount,
 namespace or file; it first removes whatever a killed earlier run of the same name left.
 """
 
@@ -15,8 +16,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from lab.config import LabConfig
 from lab.config.machines import Node
-from lab.controlplane import admission, components, kubeconfig, netns, nodes, pki
+from lab.controlplane import admission, components, kubeconfig, kueue, netns, nodes, pki
 from lab.controlplane.client import kubectl
 from lab.controlplane.layout import Layout
 from lab.testbed import tools
@@ -55,10 +57,12 @@ class ControlPlane:
                 lines.append(f"{name} exited ({proc.returncode}): {' / '.join(tail)}")
         return ControlPlaneError("; ".join(lines))
 
-    def wait(self, what: str, check: list[str], timeout: float = READY_TIMEOUT) -> None:
+    def wait(
+        self, what: str, check: list[str], timeout: float = READY_TIMEOUT, stdin: str | None = None
+    ) -> None:
         """Until `kubectl CHECK` succeeds; fail as soon as a component exits."""
         deadline = time.monotonic() + timeout
-        while kubectl(self.layout, *check, check=False, timeout=30).returncode != 0:
+        while kubectl(self.layout, *check, stdin=stdin, check=False, timeout=30).returncode != 0:
             if any(p.poll() is not None for p in self.processes.values()):
                 raise self.failure(f"{what}: a component exited")
             if time.monotonic() > deadline:
@@ -91,8 +95,9 @@ def remove(layout: Layout) -> None:
     shutil.rmtree(layout.state, ignore_errors=True)
 
 
-def up(layout: Layout, machines: list[Node], stack: str) -> ControlPlane:
-    """Start control plane `layout.name` with `machines` as kwok nodes; ready when it returns."""
+def up(layout: Layout, machines: list[Node], stack: str, kueue_for: LabConfig | None = None) -> ControlPlane:
+    """Start control plane `layout.name` with `machines` as kwok nodes, and Kueue configured as
+    the lab `kueue_for` would install it; ready when it returns."""
     remove(layout)
     bin_dir = tools.bin_dir()
     layout.state.mkdir(parents=True)
@@ -112,6 +117,10 @@ def up(layout: Layout, machines: list[Node], stack: str) -> ControlPlane:
         # The controller-manager's token controller has run once the default ServiceAccount exists.
         plane.wait("the controller-manager", ["get", "serviceaccount", "default", "-n", "default"])
         nodes.create(layout, machines)
+        if kueue_for is not None:
+            plane.start(kueue.prepare(bin_dir, layout, certs, kueue_for))
+            kueue.register_webhooks(layout, certs)
+            plane.wait("Kueue", ["create", "--dry-run=server", "-f", "-"], stdin=kueue.PROBE)
     except BaseException:
         plane.stop()
         remove(layout)
@@ -120,9 +129,11 @@ def up(layout: Layout, machines: list[Node], stack: str) -> ControlPlane:
 
 
 @contextlib.contextmanager
-def running(name: str, machines: list[Node], stack: str) -> Iterator[ControlPlane]:
+def running(
+    name: str, machines: list[Node], stack: str, kueue_for: LabConfig | None = None
+) -> Iterator[ControlPlane]:
     layout = Layout(name)
-    plane = up(layout, machines, stack)
+    plane = up(layout, machines, stack, kueue_for)
     try:
         yield plane
     finally:

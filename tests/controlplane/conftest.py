@@ -30,9 +30,11 @@ def base_lab() -> LabConfig:
 
 
 @pytest.fixture(scope="session")
-@costly("a real control plane: etcd, the API server, its controllers, the scheduler and kwok")
+@costly("a real control plane: etcd, the API server, its controllers, the scheduler, kwok and Kueue")
 def plane(base_lab: LabConfig) -> Iterator[controlplane.ControlPlane]:
     if os.geteuid() != 0:
         pytest.skip("needs root to create the control plane's network namespace")
-    with controlplane.running(checkout_name(), base_lab.nodes, BASE_STACK) as started:
+    # Kueue beside it, configured as the lab installs it: the tests that use no gang scheduler
+    # meet its webhooks too, as a cluster with Kueue would make them.
+    with controlplane.running(checkout_name(), base_lab.nodes, BASE_STACK, kueue_for=base_lab) as started:
         yield started

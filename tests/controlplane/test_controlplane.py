@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from lab import controlplane
+from lab.cluster.gang import manager_config
 from lab.cluster.pods import GPU_RESOURCE
 from lab.config import LabConfig
 from lab.config.machines import Node, Role
-from lab.controlplane.layout import Layout
+from lab.controlplane import kueue
+from lab.controlplane.layout import HOST, Layout
 from lab.controlplane.nodes import CONTROL_PLANE_LABEL, GPU_TAINT
 from lab.paths import ROOT
 from tests.support.tiers import costly
@@ -86,7 +88,7 @@ def _killed_run(layout: Layout) -> None:
         "from lab import controlplane\n"
         "from lab.config import load_stack\n"
         "stack = load_stack('example-cpu')\n"
-        f"controlplane.up(controlplane.Layout({layout.name!r}), stack.nodes[:1], 'example-cpu')\n"
+        f"controlplane.up(controlplane.Layout({layout.name!r}), stack.nodes[:1], 'example-cpu', stack)\n"
         "print('up', flush=True)\n"
         "sys.stdin.read()\n"
     )
@@ -111,3 +113,24 @@ def test_a_killed_runs_leftovers_are_removed_by_name(base_lab: LabConfig) -> Non
     with controlplane.running(layout.name, base_lab.nodes[:1], "example-cpu"):
         assert controlplane.kubectl(layout, "get", "--raw", "/readyz").stdout == "ok"
     assert _traces(layout) == []
+
+
+def test_kueue_runs_with_the_labs_configuration_behind_url_webhooks(
+    plane: controlplane.ControlPlane, base_lab: LabConfig
+) -> None:
+    config = kueue.configuration(base_lab, plane.layout)
+    lab_config = manager_config(base_lab)
+    for key in ("managedJobsNamespaceSelector", "waitForPodsReady", "integrations", "resources"):
+        assert config[key] == lab_config[key], key
+    hooks = [
+        h
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+        for item in _json(plane, "get", kind)["items"]
+        for h in item["webhooks"]
+    ]
+    assert {h["name"] for h in hooks} >= {"mpod.kb.io", "mstatefulset.kb.io", "mjob.kb.io"}
+    for hook in hooks:
+        assert hook["clientConfig"]["url"].startswith(f"https://{HOST}:{kueue.WEBHOOK_PORT}/")
+        assert "service" not in hook["clientConfig"]
+    served = controlplane.kubectl(plane.layout, "create", "--dry-run=server", "-f", "-", stdin=kueue.PROBE)
+    assert served.returncode == 0, served.stderr
