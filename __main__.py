@@ -5,8 +5,8 @@ Reads the stack configuration and composes the lab's named parts; each part live
 
 import pulumi
 
-from lab import config
-from lab.bootstrap.resource import HostBootstrap, bootstrap_inputs, kubernetes_provider
+from lab import access, config
+from lab.bootstrap.resource import kubernetes_provider
 from lab.cluster.build_context import build_context
 from lab.cluster.component import Cluster
 
@@ -16,16 +16,17 @@ if lab.batch_note:
 # Packed now, before any host is touched: a build context the cluster cannot take stops here.
 context = build_context()
 
-# Hosts: Ansible turns the machines into a cluster; its kubeconfig builds the Kubernetes provider.
-bootstrap = HostBootstrap("hosts", bootstrap_inputs(lab, pulumi.get_stack()))
-pulumi.export("kubeconfig", pulumi.Output.secret(bootstrap.kubeconfig))
+# Hosts: Ansible turns the machines into a cluster, or the stack names one that is there; its
+# kubeconfig builds the Kubernetes provider.
+kubeconfig = access.kubeconfig(lab, pulumi.get_stack())
+pulumi.export("kubeconfig", kubeconfig)
 
 # Cluster: everything inside Kubernetes, declared through that provider. Machines that skip the
 # Kubernetes install have no cluster, and an empty kubeconfig would send the provider to the
 # operator's default one, so nothing is declared there.
 if lab.installs_kubernetes:
-    provider = kubernetes_provider(bootstrap, pulumi.get_stack())
-    cluster = Cluster("lab", lab, provider, context, bootstrap.kubeconfig)
+    provider = kubernetes_provider(kubeconfig, pulumi.get_stack())
+    cluster = Cluster("lab", lab, provider, context, kubeconfig)
     for name, value in cluster.outputs.exports().items():
         pulumi.export(name, value)
     # `pulumi up` returns once every rank trains; this follows the run to its end.

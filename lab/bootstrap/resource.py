@@ -308,24 +308,25 @@ def cluster_identifier(stack: str) -> str:
     return f"k8scifar-{stack}"
 
 
-def kubernetes_provider(bootstrap: HostBootstrap, stack: str) -> k8s.Provider:
-    """The Kubernetes provider of the lab, built from the bootstrap's kubeconfig.
+def kubernetes_provider(kubeconfig: pulumi.Output[str], stack: str) -> k8s.Provider:
+    """The Kubernetes provider of the lab, built from the cluster's kubeconfig (lab.access).
 
-    Every Kubernetes object declared through it depends on the bootstrap, so destroy removes
-    them before reset.yml runs. With a bootstrap update pending, the kubeconfig is unknown in the
-    preview (dynamic resources do not preview), and pulumi-kubernetes then plans to replace the
-    provider, and with it every object under it, volumes and training included (pulumi/pulumi#4326;
-    pulumi-kubernetes#577 replaces on a computed kubeconfig, #2745 added the way out): a stable
-    `cluster_identifier` makes the provider replaced only when that identifier changes.
+    Built from the bootstrap's kubeconfig, every Kubernetes object declared through it depends on
+    the bootstrap, so destroy removes them before reset.yml runs. With a bootstrap update pending,
+    the kubeconfig is unknown in the preview (dynamic resources do not preview), and
+    pulumi-kubernetes then plans to replace the provider, and with it every object under it,
+    volumes and training included (pulumi/pulumi#4326; pulumi-kubernetes#577 replaces on a
+    computed kubeconfig, #2745 added the way out): a stable `cluster_identifier` makes the provider
+    replaced only when that identifier changes.
     """
     # Imported here: the provider host and `labctl hosts` load this module for the bootstrap
     # alone, and pulumi_kubernetes is a heavy import they never use.
     import pulumi_kubernetes as k8s
 
-    kubeconfig: pulumi.Output[str] = pulumi.Output.secret(bootstrap.kubeconfig)
+    secret: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
     return k8s.Provider(
         "lab",
-        kubeconfig=kubeconfig,
+        kubeconfig=secret,
         cluster_identifier=cluster_identifier(stack),
     )
 

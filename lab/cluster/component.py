@@ -77,7 +77,7 @@ class Cluster(pulumi.ComponentResource):
         gang = declare_gang(scope)
         # Kueue's pod and Job webhooks fail closed on every pod of the lab's namespace: its
         # workloads are declared once Kueue serves (lab.cluster.gang).
-        workloads = scope.after(gang.release) if gang else scope
+        workloads = scope.after(*gang.serving) if gang else scope
         storage = declare_storage(scope)
         registry = declare_registry(workloads)
         image = declare_image(build_scope, registry, context)

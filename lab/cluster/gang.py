@@ -37,6 +37,9 @@ Where Kueue meets the rest of the lab (docs/seams.md):
 - Webhooks: Kueue's pod and Job webhooks fail closed on every pod of the lab's namespace, queued
   or not (the chart's `mpod.kb.io` and `mjob.kb.io` take `managedJobsNamespaceSelector`), so every
   workload there is declared after the release, whose await ends once Kueue serves.
+- A Kueue already there (`scheduling.kueueInstalled`): the lab installs no chart and declares its
+  queue objects on that Kueue's CRDs, whose webhooks must already serve; nothing waits for a
+  release, and destroy leaves that Kueue as it found it.
 - Destroy: the program declares `kueue-system` itself; a namespace Helm creates for a release
   (`create_namespace`) is not part of the release and outlives `helm uninstall` (helm
   pkg/action/install.go creates it beside the release's manifest, which is all uninstall deletes).
@@ -86,7 +89,9 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on
 
 @dataclass(frozen=True)
 class Gang:
-    release: k8s.helm.v3.Release
+    # What Kueue's objects and the lab's workloads wait for: the release the lab installs, or
+    # nothing on a Kueue that is already there.
+    serving: tuple[pulumi.Resource, ...]
     queue: k8s.apiextensions.CustomResource
     queue_name: str
     lab_namespace: str
@@ -157,18 +162,7 @@ def declare_gang(scope: Scope) -> Gang | None:
     lab = scope.lab
     if lab.gang_scheduler is GangScheduler.NONE:
         return None
-    # The chart's controller runs as non-root with every capability dropped: `restricted` fits.
-    namespace = lab_namespace(
-        "kueue-namespace", lab, KUEUE_NAMESPACE, RESTRICTED, scope.provider, scope.parent
-    )
-    release = k8s.helm.v3.Release(
-        "kueue",
-        chart=KUEUE_CHART,
-        version=KUEUE_VERSION,
-        namespace=namespace.metadata.name,
-        values={"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(lab))}},
-        opts=scope.opts(namespace),
-    )
+    serving = () if lab.scheduling.kueue_installed else (_release(scope),)
     flavor_name, queue_name = f"{lab.namespace}-nodes", lab.namespace
     flavor = k8s.apiextensions.CustomResource(
         "kueue-flavor",
@@ -177,8 +171,8 @@ def declare_gang(scope: Scope) -> Gang | None:
         metadata=scope.cluster_metadata(flavor_name, APP, COMPONENT),
         # Every node, the pods' own selectors already say which nodes fit; the GPU nodes, where
         # Kueue packs the pods by topology.
-        spec=_topology_flavor(scope, release) if lab.packs_by_topology else {},
-        opts=scope.opts(release),
+        spec=_topology_flavor(scope, serving) if lab.packs_by_topology else {},
+        opts=scope.opts(*serving),
     )
     limits = quotas(lab)
     cluster_queue = k8s.apiextensions.CustomResource(
@@ -202,7 +196,7 @@ def declare_gang(scope: Scope) -> Gang | None:
                 }
             ],
         },
-        opts=scope.opts(release, flavor),
+        opts=scope.opts(*serving, flavor),
     )
     queue = k8s.apiextensions.CustomResource(
         "kueue-local-queue",
@@ -210,7 +204,7 @@ def declare_gang(scope: Scope) -> Gang | None:
         kind="LocalQueue",
         metadata=scope.metadata(LOCAL_QUEUE, APP, COMPONENT),
         spec={"clusterQueue": queue_name},
-        opts=scope.opts(release, cluster_queue),
+        opts=scope.opts(*serving, cluster_queue),
     )
     priorities = {
         component: WorkloadPriorityClass(
@@ -218,14 +212,30 @@ def declare_gang(scope: Scope) -> Gang | None:
             metadata=scope.cluster_metadata(priority_class(lab.namespace, component), APP, COMPONENT),
             value=value,
             description=f"The lab's {component} workloads",
-            opts=scope.opts(release),
+            opts=scope.opts(*serving),
         )
         for component, value in PRIORITIES.items()
     }
-    return Gang(release, queue, LOCAL_QUEUE, lab.namespace, priorities)
+    return Gang(serving, queue, LOCAL_QUEUE, lab.namespace, priorities)
 
 
-def _topology_flavor(scope: Scope, release: pulumi.Resource) -> dict[str, Any]:
+def _release(scope: Scope) -> k8s.helm.v3.Release:
+    """Kueue from its pinned chart, in the `kueue-system` namespace the program declares."""
+    # The chart's controller runs as non-root with every capability dropped: `restricted` fits.
+    namespace = lab_namespace(
+        "kueue-namespace", scope.lab, KUEUE_NAMESPACE, RESTRICTED, scope.provider, scope.parent
+    )
+    return k8s.helm.v3.Release(
+        "kueue",
+        chart=KUEUE_CHART,
+        version=KUEUE_VERSION,
+        namespace=namespace.metadata.name,
+        values={"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(scope.lab))}},
+        opts=scope.opts(namespace),
+    )
+
+
+def _topology_flavor(scope: Scope, serving: tuple[pulumi.Resource, ...]) -> dict[str, Any]:
     """A flavor spec for topology-aware scheduling over the lab's GPU nodes, one node per domain."""
     topology = k8s.apiextensions.CustomResource(
         "kueue-topology",
@@ -233,7 +243,7 @@ def _topology_flavor(scope: Scope, release: pulumi.Resource) -> dict[str, Any]:
         kind="Topology",
         metadata=scope.cluster_metadata(f"{scope.lab.namespace}-nodes", APP, COMPONENT),
         spec={"levels": [{"nodeLabel": HOSTNAME_TOPOLOGY}]},
-        opts=scope.opts(release),
+        opts=scope.opts(*serving),
     )
     return {"nodeLabels": {GPU_NODE_LABEL: "true"}, "topologyName": topology.metadata["name"]}
 

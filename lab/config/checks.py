@@ -77,6 +77,11 @@ def cross_checks(cfg: LabConfig) -> list[str]:
         )
     if cfg.nfs.allowed_networks is not None:
         problems.extend(_network_checks(cfg))
+    if cfg.kubeconfig is not None and not cfg.installs_kubernetes:
+        problems.append(
+            "k8scifar:kubeconfig: names a cluster, and skip.kubernetesInstall says there is none;"
+            " remove one of them"
+        )
     if cfg.airgap is not None and cfg.distribution is not Distribution.K3S:
         problems.append("k8scifar:airgap: only k3s installs from local files; remove it or use k3s")
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
@@ -96,6 +101,11 @@ def cross_checks(cfg: LabConfig) -> list[str]:
     problems.extend(_host_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
+    if cfg.scheduling.kueue_installed and cfg.gang_scheduler is not GangScheduler.KUEUE:
+        problems.append(
+            "k8scifar:scheduling.kueueInstalled: the lab's gang scheduler is none, so it uses no Kueue;"
+            " remove kueueInstalled or set scheduling.gang: kueue"
+        )
     if cfg.scheduling.gang is GangScheduler.KUEUE and cfg.kubernetes_minor < KUEUE_MIN_K8S_MINOR:
         problems.append(
             f"k8scifar:scheduling.gang: Kueue needs Kubernetes 1.{KUEUE_MIN_K8S_MINOR} or later and the lab"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, field_validator
@@ -49,6 +50,13 @@ class LabConfig(KeyModel):
     sweep: Sweep | None = Field(default=None, description="Optional hyperparameter sweep.")
     scheduling: Scheduling = Field(default_factory=Scheduling)
     observability: Observability = Field(default_factory=Observability)
+    kubeconfig: str | None = Field(
+        default=None,
+        description="A cluster that is already there: the path of its kubeconfig (`~` allowed). The"
+        " program then declares the lab's objects through it and touches no host (no SSH, no"
+        " Ansible); the nodes' names, roles and GPUs must be the cluster's, and `address` only"
+        " names the registry's endpoint on the server.",
+    )
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
         description="Steps to leave out, each mapped to the reason printed when it is skipped"
@@ -86,6 +94,13 @@ class LabConfig(KeyModel):
                 " lab/config/facts.py"
             )
         return value.removeprefix("v")
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _kubeconfig_file(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_file():
+            raise ValueError(f"{value!r} is not a file; name the kubeconfig of the cluster to declare into")
+        return value
 
     @field_validator("namespace")
     @classmethod
@@ -177,6 +192,11 @@ class LabConfig(KeyModel):
     def registry_endpoint(self) -> str:
         """host:port every node's container runtime pulls the trainer image from."""
         return f"{self.server.address}:{self.registry.port}"
+
+    @property
+    def bootstraps_hosts(self) -> bool:
+        """False when the stack names a cluster's kubeconfig: no host is touched then."""
+        return self.kubeconfig is None
 
     @property
     def installs_kubernetes(self) -> bool:

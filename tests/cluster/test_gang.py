@@ -137,3 +137,29 @@ def test_the_manager_config_check_catches_a_v1beta1_style_config() -> None:
     config["integrations"]["frameworks"].remove("pod")
     problems = check_manager_config(config)
     assert any("waitForPodsReady" in p for p in problems) and any("pod integration" in p for p in problems)
+
+
+def test_on_a_kueue_already_there_only_the_lab_queue_objects_are_declared() -> None:
+    values = read_stack_values(stack_file("example-gpu"))
+    values["scheduling"] = {"gang": "kueue", "kueueInstalled": True}
+    run = run_program("example-gpu", values)
+    assert kueue_releases(run) == []
+    assert [n for n in run.of_kind("Namespace") if name_of(n) == "kueue-system"] == []
+    objects = [kubernetes_object(r) for r in run.custom_objects()]
+    assert sorted(o["kind"] for o in objects) == sorted(
+        ["ClusterQueue", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "WorkloadPriorityClass"]
+    )
+    assert [p for o in objects for p in check_object(o)] == []
+    local = _custom(run, "LocalQueue")
+    for workload in component(run, "training"):
+        assert labels_of(workload)[QUEUE_LABEL] == local.inputs["metadata"]["name"]
+        assert local.urn in workload.dependencies
+
+
+def test_kueue_installed_needs_kueue_as_the_gang_scheduler() -> None:
+    values = {
+        **read_stack_values(stack_file("example-cpu")),
+        "scheduling": {"gang": "none", "kueueInstalled": True},
+    }
+    with pytest.raises(ConfigError, match=r"scheduling\.kueueInstalled"):
+        parse_config(values)

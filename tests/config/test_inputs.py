@@ -164,3 +164,13 @@ def test_the_trainer_uid_is_no_system_first_or_nobody_account(uid: int) -> None:
 def test_two_nodes_on_loopback_are_one_machine() -> None:
     values = _set("nodes.1.address", "127.0.0.2", _set("nodes.0.address", "127.0.0.1"))
     _refused(values, "k8scifar:nodes", "gpu-a, gpu-b have loopback addresses", "address of its own machine")
+
+
+def test_a_kubeconfig_names_a_file_and_a_cluster_that_is_there(tmp_path: Path) -> None:
+    given = tmp_path / "kubeconfig"
+    given.write_text("apiVersion: v1\nkind: Config\n")
+    assert not parse_config(_set("kubeconfig", str(given))).bootstraps_hosts
+    assert parse_config(GOOD).bootstraps_hosts
+    _refused(_set("kubeconfig", str(tmp_path / "absent")), "k8scifar:kubeconfig", "is not a file")
+    skipped = _set("skip", {"kubernetesInstall": "no cluster here"}, _set("kubeconfig", str(given)))
+    _refused(skipped, "k8scifar:kubeconfig", "remove one of them")

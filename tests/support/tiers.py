@@ -37,6 +37,8 @@ _PACKAGE = "tests."
 # The lab's own functions that are costly wherever a test calls them (they cannot carry `costly`).
 LAB_COSTLY = {
     "lab.bootstrap.playbook.run_playbook": "a real playbook run by ansible-runner",
+    "lab.controlplane.running": "a real control plane: etcd, the API server, controllers, kwok",
+    "lab.controlplane.up": "a real control plane: etcd, the API server, controllers, kwok",
 }
 
 
