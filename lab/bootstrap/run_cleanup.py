@@ -27,6 +27,13 @@ RUN_MARK = "K8SCIFAR_PLAYBOOK_RUN"
 MARK_FILE = ".run-mark"
 # Readings of /proc for a dead run's processes, at most: each catches what forked during the last.
 STRAGGLER_PASSES = 20
+# A unix socket's path holds at most 107 bytes and its NUL (unix(7), sun_path). In the control
+# folder ansible-core names a master's socket by 10 hex digits (ssh plugin, _create_control_path),
+# and ssh binds it first as `<socket>.<16 random letters>` (OpenSSH mux.c, muxserver_listen).
+SOCKET_PATH_MAX = 107
+SOCKET_NAME_BYTES = len("/") + 10 + len(".") + 16
+# Where the control folder goes when the temporary folder's path is too long for the sockets.
+SHORT_ROOT = Path("/tmp")
 
 
 def new_mark(workdir: Path) -> str:
@@ -67,9 +74,13 @@ def control_dir(workdir: Path) -> Path:
     """Where ssh keeps the connections Ansible reuses (ControlPersist, ansible-core's ssh plugin:
     `-o ControlMaster=auto -o ControlPersist=60s`) for runs in `workdir`: a folder of its own,
     not the shared ~/.ansible/cp, so that its masters can be found and closed, and a short path,
-    for a socket's path holds at most 108 bytes on Linux (unix(7), sun_path)."""
+    for a socket's path is bounded (SOCKET_PATH_MAX): under the temporary folder ($TMPDIR) when
+    the sockets fit there, else under /tmp, for an operator's $TMPDIR may be a deep folder."""
     digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"k8scifar-ssh-{digest}"
+    folder = Path(tempfile.gettempdir()) / f"k8scifar-ssh-{digest}"
+    if len(os.fsencode(folder)) + SOCKET_NAME_BYTES > SOCKET_PATH_MAX:
+        return SHORT_ROOT / folder.name
+    return folder
 
 
 def private_dir(path: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -286,11 +287,24 @@ def _ssh_masters() -> set[int]:
     return found
 
 
+@pytest.mark.parametrize("deep_tmpdir", [False, True], ids=["tmpdir", "deep-tmpdir"])
 def test_a_run_over_ssh_leaves_no_connection_behind(
-    ansible_dir: Path, target: Path, tmp_path: Path, sshd: Sshd
+    ansible_dir: Path,
+    target: Path,
+    tmp_path: Path,
+    sshd: Sshd,
+    deep_tmpdir: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Ansible keeps each node's ssh connection open for 60 s after its last task (ControlPersist):
-    no such master, holding a login to the node, outlives the run that opened it."""
+    no such master, holding a login to the node, outlives the run that opened it. An operator's
+    $TMPDIR too deep for ssh's sockets (the Pulumi engine's, a CI runner's) still lets it log in."""
+    if deep_tmpdir:
+        deep = tmp_path / ("d" * 60) / ("e" * 40)
+        deep.mkdir(parents=True)
+        monkeypatch.setenv("TMPDIR", str(deep))
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        assert len(str(deep)) + len("/k8scifar-ssh-0123456789ab/0123456789.0123456789abcdef") > 107
     inventory = local_inventory(target, ["node-a"])
     inventory["all"]["vars"].update(
         ansible_connection="ssh",

@@ -1,0 +1,105 @@
+"""`pulumi up --stack testbed` as a user runs it, on the two test machines: the real CLI, its Python
+language host, and the dynamic providers' launcher starting the provider host that runs the
+playbooks. The machines are compared with their inventory from before, as the bootstrap's own
+tests compare them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab import testbed
+from lab.bootstrap.resource import runner_dir
+from tests.support import machine_state
+from tests.support.machine_state import STACK
+from tests.support.pulumi_cli import PulumiProject, pulumi_project
+
+BOOTSTRAP_TYPE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
+# The owner of the second machine forbids a package the lab installs there (nfs-common, for the
+# NFS client) with an apt pin: site.yml changes both machines, then stops on the second.
+OWNER_PIN = "/etc/apt/preferences.d/owner-no-nfs"
+PIN_NFS_COMMON = f"printf 'Package: nfs-common\\nPin: release *\\nPin-Priority: -1\\n' > {OWNER_PIN}"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[PulumiProject]:
+    """The stack on a backend of its own; destroyed whatever the test left, so that the next test
+    starts from the machines as they were."""
+    found = pulumi_project(tmp_path / "project")
+    found.ok("stack", "init", STACK)
+    yield found
+    found.ok("destroy", "--stack", STACK, "--yes")
+
+
+def _inventories(machines: testbed.Testbed) -> dict[str, machine_state.Inventory]:
+    return {m.name: machine_state.inventory(machines, m) for m in machines.layout.machines}
+
+
+def _as_before(machines: testbed.Testbed, before: dict[str, machine_state.Inventory]) -> None:
+    for machine in machines.layout.machines:
+        after = machine_state.inventory(machines, machine)
+        changes = before[machine.name].changes(after, ignore=machine_state.REWRITTEN_BY_RESET)
+        assert changes == [], f"{machine.name}:\n" + "\n".join(changes)
+
+
+def _bootstraps(project: PulumiProject) -> list[dict]:
+    return [r for r in project.resources(STACK) if r["type"] == BOOTSTRAP_TYPE]
+
+
+def test_up_an_unchanged_up_and_destroy_leave_the_machines_as_they_were(
+    machines: testbed.Testbed, project: PulumiProject
+) -> None:
+    before = _inventories(machines)
+    project.ok("up", "--stack", STACK, "--yes", "--skip-preview")
+    (bootstrap,) = _bootstraps(project)
+    changed = bootstrap["outputs"]["changed"]
+    assert set(changed) == {m.name for m in machines.layout.machines}
+    assert all(count > 0 for count in changed.values()), changed
+    # The trainer's uid reached Ansible as an integer: the export belongs to it, not to "10001.0".
+    server = machines.layout.machine(1)
+    owner = machine_state.root_shell(machines, server, "stat -c %u /srv/k8scifar/runs").strip()
+    assert owner == "10001"
+
+    # Nothing changed: the engine sees no difference, and no playbook runs.
+    project.ok("up", "--stack", STACK, "--yes", "--expect-no-changes")
+
+    project.ok("destroy", "--stack", STACK, "--yes")
+    assert _bootstraps(project) == []
+    _as_before(machines, before)
+
+
+@pytest.fixture
+def owner_pin(machines: testbed.Testbed) -> Iterator[None]:
+    second = machines.layout.machine(2)
+    machine_state.root_shell(machines, second, PIN_NFS_COMMON)
+    try:
+        yield
+    finally:
+        machine_state.root_shell(machines, second, f"rm -f {OWNER_PIN}")
+
+
+def test_a_first_up_that_fails_half_way_is_undone_and_destroy_finds_nothing(
+    machines: testbed.Testbed, project: PulumiProject, owner_pin: None
+) -> None:
+    before = _inventories(machines)
+    failed = project.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    told = failed.stdout + failed.stderr
+    assert failed.returncode != 0, told
+    (failure,) = [line for line in told.splitlines() if "host lab-node2, task" in line]
+    assert "nfs-common" in failure, failure
+    # Both machines were changed before it stopped; both are as they were after.
+    log = (runner_dir(STACK) / "site.log").read_text()
+    for machine in machines.layout.machines:
+        assert re.search(rf"^ +changed +{machine.name}: ", log, re.M), (
+            f"site.yml changed nothing on {machine.name}"
+        )
+    assert "reset.yml then undid what the run had changed on lab-node1, lab-node2" in told
+    assert _bootstraps(project) == [], "a failed create is recorded by nobody"
+    _as_before(machines, before)
+
+    project.ok("destroy", "--stack", STACK, "--yes")
+    _as_before(machines, before)
