@@ -52,7 +52,7 @@ from lab.bootstrap.inventory import (
 from lab.bootstrap.playbook import Failure, PlaybookError, PlaybookResult, run_playbook
 from lab.bootstrap.tokens import kept_tokens, new_tokens, playbook_secrets
 from lab.config import ConfigError, LabConfig
-from lab.paths import ANSIBLE_DIR
+from lab.paths import ANSIBLE_DIR, STATE_DIR
 
 if TYPE_CHECKING:
     import pulumi_kubernetes as k8s
@@ -144,9 +144,10 @@ def _describe(nodes: dict[str, str | None]) -> str:
     return ", ".join(f"{name} ({address})" for name, address in nodes.items()) or "no node"
 
 
-def runner_dir(stack: str) -> Path:
-    """ansible-runner's work directory for the stack's playbooks (their logs are kept there)."""
-    return stack_state_dir(stack) / "ansible-runner"
+def runner_dir(stack: str, base: Path = STATE_DIR) -> Path:
+    """ansible-runner's work directory for the stack's playbooks (their logs are kept there), in
+    the lab's state folder `base`."""
+    return stack_state_dir(stack, base) / "ansible-runner"
 
 
 def _run(

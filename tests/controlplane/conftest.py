@@ -30,7 +30,10 @@ def base_lab() -> LabConfig:
 
 
 @pytest.fixture(scope="session")
-@costly("a real control plane: etcd, the API server, its controllers, the scheduler, kwok and Kueue")
+@costly(
+    "a real control plane: etcd, the API server, its controllers, the scheduler, kwok and Kueue",
+    shares="controlplane",
+)
 def plane(base_lab: LabConfig) -> Iterator[controlplane.ControlPlane]:
     if os.geteuid() != 0:
         pytest.skip("needs root to create the control plane's network namespace")

@@ -53,7 +53,7 @@ def test_kueue_admits_the_training_run_as_one_workload(
 
 
 def test_destroy_leaves_kueue_as_it_was(plane: controlplane.ControlPlane, live: LiveStack) -> None:
-    ok(live.cli.stack_command("destroy", "--yes", "--skip-preview"))
+    ok(live.pulumi("destroy", "--yes", "--skip-preview"))
     for kind in QUEUE_KINDS:
         assert _items(plane, kind) == [], kind
     # Kueue still serves: its API and webhooks answer.

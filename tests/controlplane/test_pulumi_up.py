@@ -58,14 +58,14 @@ def test_the_kubeconfig_stays_out_of_the_output_and_the_state(
         for line in plane.layout.kubeconfig.read_text().splitlines()
         if line.strip().startswith("client-key-data:")
     )
-    state = "".join(p.read_text() for p in (live.cli.folder / "state").rglob("*.json"))
+    state = "".join(p.read_text() for p in live.project.backend.rglob("*.json"))
     assert key not in live.up.stdout + live.up.stderr
     assert key not in state
 
 
 def test_a_second_up_changes_nothing(live: LiveStack) -> None:
     # The CLI fails the update when any step changed something (pulumi `--expect-no-changes`).
-    ok(live.cli.stack_command("up", "--yes", "--skip-preview", "--expect-no-changes"))
+    ok(live.pulumi("up", "--yes", "--skip-preview", "--expect-no-changes"))
 
 
 def _names(plane: controlplane.ControlPlane, kind: str) -> set[str]:
@@ -77,7 +77,7 @@ def _names(plane: controlplane.ControlPlane, kind: str) -> set[str]:
 def test_destroy_leaves_no_object_and_no_namespace_terminating(
     plane: controlplane.ControlPlane, live: LiveStack
 ) -> None:
-    ok(live.cli.stack_command("destroy", "--yes", "--skip-preview"))
+    ok(live.pulumi("destroy", "--yes", "--skip-preview"))
     lab = live.lab
     assert _names(plane, "namespaces").isdisjoint({lab.namespace, build_namespace(lab)})
     left = controlplane.kubectl(

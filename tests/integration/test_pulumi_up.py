@@ -29,8 +29,8 @@ PIN_NFS_COMMON = f"printf 'Package: nfs-common\\nPin: release *\\nPin-Priority: 
 def project(tmp_path: Path) -> Iterator[PulumiProject]:
     """The stack on a backend of its own; destroyed whatever the test left, so that the next test
     starts from the machines as they were."""
-    found = pulumi_project(tmp_path / "project")
-    found.ok("stack", "init", STACK)
+    found = pulumi_project(tmp_path)
+    found.init(STACK)
     yield found
     found.ok("destroy", "--stack", STACK, "--yes")
 
@@ -92,7 +92,7 @@ def test_a_first_up_that_fails_half_way_is_undone_and_destroy_finds_nothing(
     (failure,) = [line for line in told.splitlines() if "host lab-node2, task" in line]
     assert "nfs-common" in failure, failure
     # Both machines were changed before it stopped; both are as they were after.
-    log = (runner_dir(STACK) / "site.log").read_text()
+    log = (runner_dir(STACK, project.lab_state) / "site.log").read_text()
     for machine in machines.layout.machines:
         assert re.search(rf"^ +changed +{machine.name}: ", log, re.M), (
             f"site.yml changed nothing on {machine.name}"

@@ -14,16 +14,22 @@ from typing import Any
 from lab import controlplane
 from lab.config import LabConfig, parse_config
 from lab.config.loading import read_stack_values, stack_file
+from lab.controlplane import netns
 from tests.support.build_play import DigestWrite
-from tests.support.pulumi_cli import PulumiCli
+from tests.support.pulumi_cli import PulumiProject, pulumi_project
 
 
 @dataclass(frozen=True)
 class LiveStack:
-    cli: PulumiCli
+    project: PulumiProject
+    stack: str
     lab: LabConfig
     up: subprocess.CompletedProcess[str]
     digest: DigestWrite
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`pulumi ARGS --stack STACK` in the stack's project."""
+        return self.project.run(*args, f"--stack={self.stack}")
 
 
 def derived_values(plane: controlplane.ControlPlane, base: str, scheduling: dict[str, Any]) -> dict[str, Any]:
@@ -38,15 +44,16 @@ def brought_up(
     plane: controlplane.ControlPlane, folder: Path, stack: str, values: dict[str, Any]
 ) -> Iterator[LiveStack]:
     """The first `up` of `stack`; the stack is destroyed when the caller is done with it."""
-    cli = PulumiCli(plane.layout, folder, stack)
+    project = pulumi_project(folder, prefix=netns.inside(plane.layout))
     lab = parse_config(values)
-    cli.write_config(values)
-    cli.init()
+    project.write_stack(stack, values)
+    project.init(stack)
     with DigestWrite(plane.layout, lab, folder) as play:
-        done = cli.stack_command("up", "--yes", "--skip-preview")
-    yield LiveStack(cli, lab, done, play)
+        done = project.run("up", f"--stack={stack}", "--yes", "--skip-preview")
+    live = LiveStack(project, stack, lab, done, play)
+    yield live
     # Whatever a test left, the next module meets an empty cluster.
-    cli.stack_command("destroy", "--yes", "--skip-preview")
+    live.pulumi("destroy", "--yes", "--skip-preview")
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

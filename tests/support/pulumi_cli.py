@@ -1,11 +1,13 @@
-"""The user's own `pulumi` commands, run for real: the CLI, its Python language host and the
-dynamic providers' launcher from the upstream tools' cache (lab/testbed/tools.py), on the lab's
-own project, with a local file backend and a passphrase.
+"""The user's own `pulumi` commands, run for real: the CLI, its Python language host, the dynamic
+providers' launcher and pulumi-resource-kubernetes from the upstream tools' cache
+(lab/testbed/tools.py), on the lab's own project, offline: a local file backend, a passphrase, no
+update check, no plugin download.
 
 The project is a folder of its own holding the checkout's Pulumi.yaml, `__main__.py` and stack
-files: `pulumi stack init` writes the passphrase's salt into the stack file, which must not change
-the checkout. Its `.venv` is the checkout's, where the lab is installed, so the program and the
-dynamic provider host import the lab under test.
+files: `pulumi stack init` writes the passphrase's salt into the stack file, and a test's stack
+file is its own, neither of which may change the checkout. Its `.venv` is the checkout's, where
+the lab is installed, so the program and the dynamic provider host import the lab under test.
+Beside the project: the backend, the CLI's home, its temporary files and the lab's state folder.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from lab.config import PROJECT, STACKS_DIR
+from lab.paths import STATE_VARIABLE
 from lab.testbed import tools
 from lab.testbed.processes import kill_tree
 from tests.support.shipped import ROOT, tracked
@@ -31,15 +38,31 @@ COMMAND_TIMEOUT_S = 900
 
 @dataclass(frozen=True)
 class PulumiProject:
-    """The lab's Pulumi project in `folder`, run with `env`."""
+    """The lab's Pulumi project in `scratch`/project, run with `env`, each command behind `prefix`
+    (the control plane's network namespace, or nothing)."""
 
-    folder: Path
+    scratch: Path
     env: dict[str, str]
+    prefix: tuple[str, ...] = ()
+
+    @property
+    def folder(self) -> Path:
+        return self.scratch / "project"
+
+    @property
+    def backend(self) -> Path:
+        """The file backend: the stacks' state, as the engine writes it."""
+        return self.scratch / "backend"
+
+    @property
+    def lab_state(self) -> Path:
+        """The lab's state folder of the program and its provider host (STATE_VARIABLE)."""
+        return self.scratch / "lab"
 
     def run(self, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         """`pulumi ARGS --non-interactive`, its output kept (checked by the caller)."""
         process = subprocess.Popen(
-            ["pulumi", *args, "--non-interactive"],
+            [*self.prefix, str(tools.bin_dir() / "pulumi"), *args, "--non-interactive"],
             cwd=self.folder,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -64,6 +87,15 @@ class PulumiProject:
         assert PASSPHRASE not in done.stdout + done.stderr
         return done.stdout
 
+    def write_stack(self, stack: str, values: dict[str, Any]) -> None:
+        """A stack file of the test's own, as an operator writes one; `init` then adds its salt."""
+        config = {"config": {f"{PROJECT}:{key}": value for key, value in values.items()}}
+        stack_file = self.folder / STACKS_DIR.name / f"Pulumi.{stack}.yaml"
+        stack_file.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def init(self, stack: str) -> None:
+        self.ok("stack", "init", stack, "--secrets-provider=passphrase")
+
     def resources(self, stack: str) -> list[dict[str, Any]]:
         """The stack's state as the engine keeps it (`pulumi stack export`)."""
         state = json.loads(self.ok("stack", "export", "--stack", stack))
@@ -75,27 +107,31 @@ def _without(folder: Path, path: str) -> list[str]:
 
 
 @costly("the Pulumi CLI, its language host and the lab's program, run for real")
-def pulumi_project(folder: Path) -> PulumiProject:
-    """The lab's project in `folder` (made here), with every stack file of the checkout."""
-    folder.mkdir(parents=True)
+def pulumi_project(scratch: Path, prefix: Sequence[str] = ()) -> PulumiProject:
+    """The lab's project under `scratch` (made here), with every stack file of the checkout."""
+    folder = scratch / "project"
+    (folder / STACKS_DIR.name).mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", folder / "Pulumi.yaml")
-    (folder / "stacks").mkdir()
-    for stack_file in tracked("stacks/Pulumi.*.yaml"):
-        shutil.copy(stack_file, folder / "stacks" / stack_file.name)
+    for stack_file in tracked(f"{STACKS_DIR.name}/Pulumi.*.yaml"):
+        shutil.copy(stack_file, folder / STACKS_DIR.name / stack_file.name)
     (folder / "__main__.py").symlink_to(ROOT / "__main__.py")
     (folder / ".venv").symlink_to(ROOT / ".venv")
-    for name in ("backend", "home", "tmp"):
-        (folder.parent / f"pulumi-{name}").mkdir()
+    for name in ("backend", "home", "tmp", "lab"):
+        (scratch / name).mkdir()
     env = {
         **os.environ,
         # The tools first; not .venv/bin: the engine finds the project's virtualenv from Pulumi.yaml.
         "PATH": os.pathsep.join([str(tools.bin_dir()), *_without(ROOT / ".venv", os.environ["PATH"])]),
-        "PULUMI_BACKEND_URL": f"file://{folder.parent / 'pulumi-backend'}",
-        "PULUMI_HOME": str(folder.parent / "pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{scratch / 'backend'}",
+        "PULUMI_HOME": str(scratch / "home"),
         "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        # The CLI and the provider leave temporary files: in a folder the test removes.
-        "TMPDIR": str(folder.parent / "pulumi-tmp"),
+        # The CLI and the provider leave temporary files: in a folder the test removes. Its path
+        # is deep, as a CI runner's often is: the bootstrap's ssh sockets must still fit.
+        "TMPDIR": str(scratch / "tmp"),
+        # The lab's own records (the bootstrap's runs, kubeconfigs): not in the checkout's .lab.
+        STATE_VARIABLE: str(scratch / "lab"),  # PulumiProject.lab_state
     }
-    return PulumiProject(folder, env)
+    env.pop("KUBECONFIG", None)
+    return PulumiProject(scratch, env, tuple(prefix))
