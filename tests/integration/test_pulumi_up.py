@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,9 @@ from tests.support.machine_state import STACK
 from tests.support.pulumi_cli import PulumiProject, pulumi_project
 
 BOOTSTRAP_TYPE = "pulumi-python:dynamic/k8scifar:HostBootstrap"
+# The testbed stack's export, and a trainer uid other than its default.
+EXPORT = "/srv/k8scifar"
+CHANGED_UID = 10002
 # The owner of the second machine forbids a package the lab installs there (nfs-common, for the
 # NFS client) with an apt pin: site.yml changes both machines, then stops on the second.
 OWNER_PIN = "/etc/apt/preferences.d/owner-no-nfs"
@@ -39,8 +43,12 @@ def _inventories(machines: testbed.Testbed) -> dict[str, machine_state.Inventory
     return {m.name: machine_state.inventory(machines, m) for m in machines.layout.machines}
 
 
-def _as_before(machines: testbed.Testbed, before: dict[str, machine_state.Inventory]) -> None:
-    for machine in machines.layout.machines:
+def _as_before(
+    machines: testbed.Testbed,
+    before: dict[str, machine_state.Inventory],
+    which: list[testbed.Machine] | None = None,
+) -> None:
+    for machine in machines.layout.machines if which is None else which:
         after = machine_state.inventory(machines, machine)
         changes = before[machine.name].changes(after, ignore=machine_state.REWRITTEN_BY_RESET)
         assert changes == [], f"{machine.name}:\n" + "\n".join(changes)
@@ -50,9 +58,21 @@ def _bootstraps(project: PulumiProject) -> list[dict]:
     return [r for r in project.resources(STACK) if r["type"] == BOOTSTRAP_TYPE]
 
 
-def test_up_an_unchanged_up_and_destroy_leave_the_machines_as_they_were(
+def _owner_of_runs(machines: testbed.Testbed) -> str:
+    server = machines.layout.machine(1)
+    return machine_state.root_shell(machines, server, f"stat -c %u {EXPORT}/runs").strip()
+
+
+def _bootstrap_planned(project: PulumiProject) -> str:
+    (step,) = [op for urn, op in project.planned(STACK).items() if f"{BOOTSTRAP_TYPE}::" in urn]
+    return step
+
+
+def test_up_a_change_a_node_taken_out_and_destroy_leave_the_machines_as_they_were(
     machines: testbed.Testbed, project: PulumiProject
 ) -> None:
+    """The bootstrap's whole life through the engine: each step is the user's own command on the
+    stack file, as they edit it."""
     before = _inventories(machines)
     project.ok("up", "--stack", STACK, "--yes", "--skip-preview")
     (bootstrap,) = _bootstraps(project)
@@ -60,12 +80,27 @@ def test_up_an_unchanged_up_and_destroy_leave_the_machines_as_they_were(
     assert set(changed) == {m.name for m in machines.layout.machines}
     assert all(count > 0 for count in changed.values()), changed
     # The trainer's uid reached Ansible as an integer: the export belongs to it, not to "10001.0".
-    server = machines.layout.machine(1)
-    owner = machine_state.root_shell(machines, server, "stat -c %u /srv/k8scifar/runs").strip()
-    assert owner == "10001"
+    assert _owner_of_runs(machines) == "10001"
 
     # Nothing changed: the engine sees no difference, and no playbook runs.
     project.ok("up", "--stack", STACK, "--yes", "--expect-no-changes")
+
+    # A value the bootstrap owns: an update in place (no replacement), which site.yml carries out.
+    project.edit_stack(STACK, lambda values: values["trainer"].update(uid=CHANGED_UID))
+    assert _bootstrap_planned(project) == "update"
+    project.ok("up", "--stack", STACK, "--yes", "--skip-preview")
+    assert _owner_of_runs(machines) == str(CHANGED_UID)
+
+    # The second node taken out of the stack: reset alone, as it was; the first keeps the lab.
+    def one_node(values: dict[str, Any]) -> None:
+        values["nodes"] = values["nodes"][:1]
+        values["trainer"]["replicas"] = 1
+
+    project.edit_stack(STACK, one_node)
+    assert _bootstrap_planned(project) == "update"
+    project.ok("up", "--stack", STACK, "--yes", "--skip-preview")
+    _as_before(machines, before, [machines.layout.machine(2)])
+    assert _owner_of_runs(machines) == str(CHANGED_UID), "the node that stays lost the lab"
 
     project.ok("destroy", "--stack", STACK, "--yes")
     assert _bootstraps(project) == []

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,11 +87,30 @@ class PulumiProject:
         assert PASSPHRASE not in done.stdout + done.stderr
         return done.stdout
 
+    def stack_file(self, stack: str) -> Path:
+        return self.folder / STACKS_DIR.name / f"Pulumi.{stack}.yaml"
+
     def write_stack(self, stack: str, values: dict[str, Any]) -> None:
         """A stack file of the test's own, as an operator writes one; `init` then adds its salt."""
         config = {"config": {f"{PROJECT}:{key}": value for key, value in values.items()}}
-        stack_file = self.folder / STACKS_DIR.name / f"Pulumi.{stack}.yaml"
-        stack_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.stack_file(stack).write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def edit_stack(self, stack: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """Edit the stack's values (keys without the project's prefix) as an operator edits the
+        file; the rest of it, the salt `init` wrote among them, is kept."""
+        stack_file = self.stack_file(stack)
+        document = yaml.safe_load(stack_file.read_text())
+        prefix = f"{PROJECT}:"
+        values = {key.removeprefix(prefix): value for key, value in document["config"].items()}
+        change(values)
+        document["config"] = {f"{prefix}{key}": value for key, value in values.items()}
+        stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    def planned(self, stack: str) -> dict[str, str]:
+        """What `pulumi preview` plans for each resource of the stack, by URN: `same`, `update`,
+        `replace`, ..."""
+        steps = json.loads(self.ok("preview", "--stack", stack, "--json")).get("steps", [])
+        return {step["urn"]: step["op"] for step in steps}
 
     def init(self, stack: str) -> None:
         self.ok("stack", "init", stack, "--secrets-provider=passphrase")
