@@ -41,6 +41,25 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count(high: int) -> Callable[[str], int]:
+    """An argparse type for a count or an index from 0 to `high`, in the digits 0-9 as
+    JOB_COMPLETION_INDEX is read (Python's int() takes any script's digits)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = inputs.integer(text)
+        except ValueError:
+            value = -1
+        if not 0 <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer from 0 to {high}, got {inputs.excerpt(text)}"
+            )
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
 def _run_name(text: str) -> str:
     try:
         return inputs.run_name(text)
@@ -53,6 +72,10 @@ def _port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {inputs.excerpt(text)}")
     return value
+
+
+# The most torchrun restarts `launch` takes: beyond it a worker group is in a crash loop, not recovering.
+MOST_RESTARTS = 1000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--threads", type=_positive, help="CPU threads per rank")
     train.add_argument("--sweep", type=Path, help="sweep file; the set at --index overrides the flags")
-    train.add_argument("--index", type=int, help="sweep set (default: env JOB_COMPLETION_INDEX)")
+    train.add_argument(
+        "--index", type=_count(sweep.MAX_SETS - 1), help="sweep set (default: env JOB_COMPLETION_INDEX)"
+    )
     train.add_argument(
         "--on-complete",
         choices=("exit", "wait", "release"),
@@ -123,7 +148,9 @@ def _parser() -> argparse.ArgumentParser:
     launch = commands.add_parser(
         "launch", help="run `train ...` under torchrun as one node of a multi-pod job (one pod, one node)"
     )
-    launch.add_argument("--max-restarts", type=int, default=3, help="torchrun restarts of the worker group")
+    launch.add_argument(
+        "--max-restarts", type=_count(MOST_RESTARTS), default=3, help="torchrun restarts of the worker group"
+    )
     launch.add_argument("trainer_command", nargs=argparse.REMAINDER, help="-- train FLAGS...")
 
     probe = commands.add_parser(

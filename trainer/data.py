@@ -196,6 +196,11 @@ class _Array:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self._array
 
+    @property
+    def rows(self) -> int:
+        """How many rows the array has (a 0-d array is one value)."""
+        return len(self._array) if self._array.ndim else 1
+
 
 _ARRAY_TYPE = _ArrayType()
 
@@ -236,6 +241,30 @@ def _unpickle(raw: bytes) -> Any:
     return _BatchUnpickler(io.BytesIO(raw), encoding="latin1").load()
 
 
+def _not_cifar10_shaped(batch: Any) -> str | None:
+    """Why an unpickled batch is not shaped as CIFAR-10's batches are, or None: its data one uint8
+    array made of the file's own bytes, of at most BATCH_IMAGES rows, and its labels a list of at
+    most BATCH_IMAGES numbers. Checked before numpy builds either: a pickle's memo writes a
+    reference to one row or one list in two bytes, so a list of such references, however short its
+    file, would have numpy build an array of every one."""
+    if not isinstance(batch, dict):
+        return f"is a pickled {type(batch).__name__}, not a CIFAR-10 batch (a dict of data and labels)"
+    images, labels = batch.get("data"), batch.get("labels")
+    if not isinstance(images, _Array):
+        return f"holds its data as a {type(images).__name__}, not as one numpy uint8 array"
+    if images.rows > BATCH_IMAGES:
+        return f"holds {images.rows} images, more than the {BATCH_IMAGES} of a CIFAR-10 batch"
+    if isinstance(labels, _Array):
+        count = labels.rows  # of the file's own bytes, as the data
+    elif isinstance(labels, list) and all(isinstance(label, int | float) for label in labels):
+        count = len(labels)
+    else:
+        return "holds its labels as other than a list of numbers"
+    if count > BATCH_IMAGES:
+        return f"holds {count} labels, more than the {BATCH_IMAGES} of a CIFAR-10 batch"
+    return None
+
+
 def _read_batch(path: Path, sums: dict[str, tuple[str, str]]) -> Split:
     root = path.parent.parent
     fix = f"delete it and fetch the dataset again (`python -m trainer data download --dir {root}`)"
@@ -257,10 +286,12 @@ def _read_batch(path: Path, sums: dict[str, tuple[str, str]]) -> Split:
         )
     try:
         batch = _unpickle(raw)
-        data = np.asarray(batch["data"])
-        labels = np.asarray(batch["labels"])
     except Exception as err:  # a truncated pickle raises any of several types
         raise DataError(f"{path} is corrupt or truncated ({type(err).__name__}: {err}); {fix}") from None
+    why = _not_cifar10_shaped(batch)
+    if why is not None:
+        raise DataError(f"{path} {why}; {fix}")
+    data, labels = np.asarray(batch["data"]), np.asarray(batch["labels"])
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != ROW:
         raise DataError(
             f"{path} holds {data.dtype} rows of shape {data.shape}, not uint8 rows of {ROW}; {fix}"

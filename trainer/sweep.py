@@ -197,8 +197,16 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+# What mends each file `_read_json` refuses: a sweep file is the generator's output, a search
+# space the operator's input to it.
+_FIXES = {
+    "sweep file": "write it with `python -m trainer sweep generate`",
+    "search space": 'write the search space as a JSON object, such as {"parameters": {"lr": [0.1, 0.2]}}',
+}
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    fix = "write it with `python -m trainer sweep generate`"
+    fix = _FIXES[what]
     try:
         # Sweeps sit on the shared export: read as a run's files are, never a pipe or a device.
         raw = runfolders.read_named(str(path), MAX_FILE_BYTES)
@@ -212,14 +220,13 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     except UnicodeDecodeError as err:
         raise SweepError(f"{what} {path} is not UTF-8 text (byte {err.start}); {fix}") from None
     except json.JSONDecodeError as err:
-        raise SweepError(f"{what} {path} is not valid JSON: {err}") from None
+        raise SweepError(f"{what} {path} is not valid JSON: {err}; {fix}") from None
     except _DuplicateKey as err:
         raise SweepError(f"{what} {path} names {str(err)!r} twice in one object; keep one of them") from None
     except RecursionError:
         raise SweepError(
-            f"{what} {path} is nested too deeply to read; a sweep file is a few levels deep"
-            " (write it with `python -m trainer sweep generate`)"
+            f"{what} {path} is nested too deeply to read; a {what} is a few levels deep ({fix})"
         ) from None
     if not isinstance(content, dict):
-        raise SweepError(f"{what} {path} must hold a JSON object")
+        raise SweepError(f"{what} {path} must hold a JSON object; {fix}")
     return content

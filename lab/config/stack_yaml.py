@@ -40,6 +40,10 @@ from lab.config.messages import ConfigError
 # Values (scalars, lists and mappings) a stack file may hold once its aliases are expanded; the
 # largest example stack holds about a hundred.
 MAX_VALUES = 10_000
+# The bytes a stack file may hold, read before it is parsed: room for MAX_VALUES values of about a
+# hundred bytes each, where the largest example stack holds under 3 KiB. PyYAML parses about 2 MB a
+# second, and holds a file twice over (its bytes and its text) while it does.
+MAX_FILE_BYTES = 1 << 20
 # Readers of a stack file, as messages name them.
 PYYAML = "labctl (YAML 1.1)"
 GO_YAML_V3 = "the Pulumi CLI (yaml.v3)"
@@ -440,7 +444,16 @@ StackLoader.add_constructor("tag:yaml.org,2002:int", StackLoader.construct_yaml_
 def load_yaml(path: Path) -> Any:
     """A stack file's content; ConfigError naming the file (and the line, column or key) when it
     cannot be read or would mean different things to its readers."""
-    data = path.read_bytes()
+    with path.open("rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(
+            str(path),
+            [
+                f"it holds {path.stat().st_size} bytes, more than the {MAX_FILE_BYTES} a lab's stack needs;"
+                " keep the keys the lab and your other programs read"
+            ],
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -270,3 +270,21 @@ def test_an_unquoted_version_read_as_a_number_is_refused_with_the_fix(written: s
     line = one_line(caught.value)
     assert "k8scifar:kubernetesVersion: is a number" in line and "write the release in quotes" in line, line
     assert "valid string" not in line
+
+
+@pytest.mark.parametrize("kind", ["comments", "sparse"])
+def test_a_stack_file_larger_than_any_lab_needs_is_refused_by_its_size_before_it_is_parsed(
+    kind: str, tmp_path: Path
+) -> None:
+    """A file of megabytes took labctl tens of seconds to parse (50 MB of comments: over 20 s), and
+    one of gigabytes twice its size in memory (a 2 GiB sparse file: 4 GB resident)."""
+    path = _file(tmp_path, "")
+    with open(path, "a") as handle:
+        if kind == "comments":
+            handle.write(("#" + "a" * 1000 + "\n") * 3_000)
+        else:
+            handle.truncate(64 * 2**20)
+    started = time.monotonic()
+    line = _refusal(path)
+    assert time.monotonic() - started < 2, "reading the file took seconds"
+    assert "bytes, more than the" in line and "a lab's stack needs" in line, line

@@ -168,6 +168,31 @@ def test_a_malformed_job_completion_index_is_named_as_malformed(
     assert len(said) < 200 and "\n" not in said
 
 
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [
+        (["train", "--data", "d", "--runs", "r", "--run-name", "x", "--sweep", "s.json", "--index"], "١"),
+        (
+            ["train", "--data", "d", "--runs", "r", "--run-name", "x", "--sweep", "s.json", "--index"],
+            "9" * 5000,
+        ),
+        (["train", "--data", "d", "--runs", "r", "--run-name", "x", "--sweep", "s.json", "--index"], "-1"),
+        (["launch", "--max-restarts"], "9" * 5000),
+        (["launch", "--max-restarts"], "٣"),
+    ],
+)
+def test_a_count_flag_takes_the_digits_0_to_9_and_names_its_rule_in_one_short_line(
+    command: list[str], value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As JOB_COMPLETION_INDEX is read: Python's int() would take other scripts' digits, and
+    argparse would echo all of a value thousands of digits long."""
+    with pytest.raises(SystemExit) as stopped:
+        main([*command, value, "--", "train"] if command[0] == "launch" else [*command, value])
+    said = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and f"argument {command[-1]}: must be an integer from 0" in said, said
+    assert len(said) < 300 and "\n" not in said, said
+
+
 @pytest.mark.parametrize("flag", ["--batch-size", "--epochs", "--lr", "--seed"])
 def test_a_flag_value_thousands_of_digits_long_is_not_echoed_whole(
     flag: str, capsys: pytest.CaptureFixture[str]

@@ -205,6 +205,29 @@ def test_a_batch_that_claims_more_than_it_holds_is_refused_before_numpy_allocate
     assert peak < 16 * 2**20, f"{peak} bytes held to refuse a {refusal!r} batch"
 
 
+# (a batch's data, its labels): each refers to one small row or list over and over, which a
+# pickle's memo writes in two bytes a reference, so that numpy would build far more than the file holds.
+REFERRING = [
+    pytest.param([np.zeros(data.ROW, np.uint8)] * 30_000, [0] * 30_000, id="one-array-as-every-row"),
+    pytest.param([[0] * data.ROW] * 3_000, [0] * 3_000, id="one-list-as-every-row"),
+    pytest.param(np.zeros((10, data.ROW), np.uint8), [[0] * 1_000] * 10_000, id="one-list-as-every-label"),
+]
+
+
+@pytest.mark.parametrize(("images", "labels"), REFERRING)
+def test_a_batch_that_refers_to_one_row_many_times_is_refused_before_numpy_builds_it(
+    images: object, labels: object, tmp_path: Path
+) -> None:
+    folder = data.write_synthetic(tmp_path, train=50, test=20, seed=0)
+    with open(folder / "data_batch_1", "wb") as handle:
+        pickle.dump({"data": images, "labels": labels}, handle, protocol=2)
+    data.record_manifest(folder)
+    assert (folder / "data_batch_1").stat().st_size < 2**17
+    message, peak = _refusal_and_peak(tmp_path)
+    assert "data_batch_1 " in message and "\n" not in message, message
+    assert peak < 16 * 2**20, f"{peak} bytes held to refuse a batch that refers to one row many times"
+
+
 def test_an_arrays_type_state_cannot_make_its_bytes_anything_but_pixels(tmp_path: Path) -> None:
     # The state numpy would take for the array's dtype sets the flag that reads its bytes as object
     # pointers; the batch's bytes stay uint8 pixels.

@@ -152,3 +152,20 @@ def test_a_summary_without_an_accuracy_is_named_by_sweep_report(
     target.write_text(summary)
     code, said = _one_line(args, capsys)
     assert code == 2 and f"{target}: " in said and "delete it" in said, said
+
+
+@pytest.mark.parametrize("kind", [*HOSTILE, "not-json"])
+def test_a_refused_search_space_is_not_sent_to_the_command_that_reads_it(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sweep generate` reads a search space and writes a sweep file: a refused space is the
+    operator's to write, not the generator's."""
+    (tmp_path / "run").mkdir()
+    space, args = _generate_space(tmp_path)
+    if kind == "not-json":
+        space.write_text("parameters: {epochs: [2, 3]}")
+    else:
+        HOSTILE[kind](space)
+    code, said = _one_line(args, capsys)
+    assert code != 0 and "search space" in said, said
+    assert "sweep generate" not in said and "write the search space as a JSON object" in said, said
