@@ -92,6 +92,9 @@ SYSTEM_TREES = tuple(
 )  # fmt: skip
 # The longest name of one path component Linux takes (NAME_MAX, include/uapi/linux/limits.h).
 NAME_MAX = 255
+# The longest path an NFS server exports and a client mounts (NFS_MAXPATHLEN and MNTPATHLEN, 1024,
+# in Linux's include/uapi/linux/nfs.h and the MOUNT protocol, RFC 1813 section 5.1).
+EXPORT_PATH_MAX = 1024
 # Directories whose children belong to someone else: a user's home, another disk's mount point.
 OWNED_PARENTS = tuple(Path(p) for p in ("/home", "/mnt", "/media"))
 # exports(5) splits its lines on blanks and reads '#', quotes and backslashes specially; a path

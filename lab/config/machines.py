@@ -18,6 +18,7 @@ from lab.config.facts import (
     COMPRESSED_MAGIC,
     ELF_MAGIC,
     EXPORT_PATH,
+    EXPORT_PATH_MAX,
     KEY_PATH_UNSAFE,
     MAX_NODE_GPUS,
     NAME_MAX,
@@ -223,6 +224,11 @@ class Nfs(KeyModel):
             raise ValueError(
                 f"{value[:40]!r}... holds a folder name of {len(long.encode())} bytes, longer than the"
                 f" {NAME_MAX} Linux takes; {fix}"
+            )
+        if len(str(path).encode()) > EXPORT_PATH_MAX:
+            raise ValueError(
+                f"{value[:40]!r}... is {len(str(path).encode())} bytes long, longer than the"
+                f" {EXPORT_PATH_MAX} an NFS export may be; {fix}"
             )
         system = next((tree for tree in SYSTEM_TREES if path.is_relative_to(tree)), None)
         if system is not None:

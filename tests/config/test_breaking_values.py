@@ -259,6 +259,14 @@ def test_an_export_path_with_a_name_longer_than_linux_takes_is_refused() -> None
     parse_config(_with(GPU, nfs={"exportPath": "/srv/" + "a" * 255}))
 
 
+def test_an_export_path_longer_than_nfs_exports_is_refused() -> None:
+    folders = "/srv" + "".join("/" + letter * 250 for letter in "abcd")
+    problem = _problem(_with(GPU, nfs={"exportPath": folders + "/" + "e" * 200}), "k8scifar:nfs.exportPath")
+    assert f"is {len(folders) + 201} bytes long, longer than the 1024 an NFS export may be" in problem
+    assert len(problem) < 300
+    parse_config(_with(GPU, nfs={"exportPath": folders + "/" + "e" * (1024 - len(folders) - 1)}))
+
+
 # (port, what holds it): the cluster's own programs (facts.HELD_PORTS), the lab's other ports,
 # SSH and kube-proxy's NodePorts; the node exporter listens on every node's own network.
 HELD = [
