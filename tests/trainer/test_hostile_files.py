@@ -47,6 +47,13 @@ HOSTILE: dict[str, Callable[[Path], None]] = {
     "folder": _folder,
     "not-utf8": _not_utf8,
 }
+# What each refusal says is wrong (a link is refused as such inside a folder, else by its target).
+REASON = {
+    "fifo": ("is a pipe",),
+    "dev-zero": ("is a device", "is a symbolic link"),
+    "folder": ("is not a regular file",),
+    "not-utf8": ("UTF-8",),
+}
 
 
 def _probe_run(tmp: Path) -> tuple[Path, list[str]]:
@@ -105,6 +112,8 @@ def test_a_hostile_file_ends_the_command_in_one_line(
     code, said = _one_line(args, capsys)
     assert code != 0, said
     assert str(target) in said or f"{target.parent}: " in said, said
+    assert any(reason in said for reason in REASON[kind]), said
+    assert said.count("delete it") <= 1, said
 
 
 @pytest.mark.parametrize("command", IN_A_FOLDER)

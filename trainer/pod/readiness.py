@@ -16,6 +16,9 @@ from typing import Any
 
 from trainer.records import atomic, runfolders
 
+# The fix for a signal that is not one: the rank that trains writes it again each step.
+REWRITTEN = "delete it, and the rank that trains writes it anew"
+
 
 def mark(path: Path, rank: int) -> None:
     """Say "this process has joined the group and trains"."""
@@ -40,8 +43,10 @@ def check(path: Path) -> str | None:
     except FileNotFoundError:
         return f"{path}: no rank has joined the process group and trained a step yet"
     except runfolders.Unfit as err:
-        return f"{err}; delete it, and the rank that trains writes it anew"
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        return f"{err}; {REWRITTEN}"
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return f"{path}: is not a rank's signal (a JSON object in UTF-8 with its pid); {REWRITTEN}"
+    except OSError as err:
         return f"{path}: unreadable signal ({str(err)[:200]})"
     try:
         os.kill(pid, 0)  # the probe runs in the container's own PID namespace

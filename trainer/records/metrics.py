@@ -88,19 +88,23 @@ class RunFolder:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    """A run file's object, None where there is none yet or it is being rewritten; the run folder
-    is on the shared export, so it is read as labctl reads it (trainer/records/runfolders.py)."""
+    """A run file's object, None where there is none yet; the run folder is on the shared export,
+    so it is read as labctl reads it (trainer/records/runfolders.py). The trainer writes each whole
+    (trainer/records/atomic.py), so one that is no JSON object is someone else's: TrainerError."""
+    rewritten = "delete it, and the trainer writes it anew"
     try:
         raw = runfolders.read_in(str(path.parent), path.name, runfolders.MAX_JSON_BYTES)
     except runfolders.Unfit as err:
-        raise TrainerError(f"{err}; delete it, and the trainer writes it anew") from None
+        raise TrainerError(f"{err}; {rewritten}") from None
     except OSError:
         return None
     try:
         content = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
-        return None
-    return content if isinstance(content, dict) else None
+        content = None
+    if not isinstance(content, dict):
+        raise TrainerError(f"{path}: is not a JSON object in UTF-8; {rewritten}")
+    return content
 
 
 def duration(seconds: float) -> str:

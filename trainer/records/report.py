@@ -90,10 +90,10 @@ def _summary(root: runfolders.Folder, name: str, problems: runfolders.Problems) 
     try:
         summary = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
-        problems.add(where, "is not a JSON object in UTF-8; the run rewrites it, or delete it")
+        problems.add(where, "is not a JSON object in UTF-8")
         return None
     accuracy = summary.get("best_test_acc") if isinstance(summary, dict) else None
     if not isinstance(accuracy, int | float) or isinstance(accuracy, bool):
-        problems.add(where, "holds no number as best_test_acc; the run rewrites it, or delete it")
+        problems.add(where, "holds no number as best_test_acc")
         return None
     return runfolders.printable_data(summary)  # type: ignore[no-any-return]
