@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pulumi
 
+from lab import kubeapi
 from lab.bootstrap.resource import HostBootstrap, bootstrap_inputs
 from lab.config import LabConfig
 
@@ -17,4 +18,8 @@ def kubeconfig(lab: LabConfig, stack: str) -> pulumi.Output[str]:
         # Ansible turns the machines into a cluster and hands back its kubeconfig.
         return pulumi.Output.secret(HostBootstrap("hosts", bootstrap_inputs(lab, stack)).kubeconfig)
     assert lab.kubeconfig is not None
-    return pulumi.Output.secret(Path(lab.kubeconfig).expanduser().read_text())
+    # Checked with the stack (lab.config.checks); inlined, so the provider reads no file of its own.
+    given = kubeapi.read(
+        Path(lab.kubeconfig), context=lab.kubeconfig_context, allow_commands=lab.allow_kubeconfig_commands
+    )
+    return pulumi.Output.secret(given.text())

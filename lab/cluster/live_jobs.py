@@ -16,88 +16,72 @@ So the annotation alone kills a 60-minute image build or a 48-hour sweep that a 
 finds running, and without it a failed Job never runs again. The program sets the annotation
 only on a Job whose Failed condition is True when the program runs, a state no later event can
 undo: a running Job is then awaited, a failed one replaced. Reading the Job needs the cluster's
-address and credentials, which the lab's kubeconfig (the host bootstrap's output) carries.
+address and credentials, which the lab's kubeconfig (the host bootstrap's output, or the
+stack's own, checked by lab.kubeapi) carries; the official client reads it.
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-import shutil
-import ssl
-import tempfile
-import urllib.error
-import urllib.request
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
-import yaml
+import urllib3
+from kubernetes import client as k8s_client
+
+from lab import kubeapi
 
 # pulumi-kubernetes provider/pkg/metadata/annotations.go AnnotationReplaceUnready.
 REPLACE_UNREADY = {"pulumi.com/replaceUnready": "true"}
 TIMEOUT_SECONDS = 10
+# The objects the program reads, by kind: the official client's read of one by name and namespace.
+READS: dict[str, Callable[[k8s_client.ApiClient], Callable[..., Any]]] = {
+    "Job": lambda api: k8s_client.BatchV1Api(api).read_namespaced_job,
+    "StatefulSet": lambda api: k8s_client.AppsV1Api(api).read_namespaced_stateful_set,
+}
 
 
-def _entry(doc: dict[str, Any], key: str, name: str) -> dict[str, Any]:
-    return next((e[key.rstrip("s")] for e in doc.get(key) or [] if e.get("name") == name), {})
-
-
-def _request(kubeconfig: str, path: str) -> tuple[urllib.request.Request, ssl.SSLContext]:
-    """A GET of `path` with the kubeconfig's current context."""
-    doc = yaml.safe_load(kubeconfig) or {}
-    context = _entry(doc, "contexts", doc.get("current-context", ""))
-    cluster = _entry(doc, "clusters", context.get("cluster", ""))
-    user = _entry(doc, "users", context.get("user", ""))
-    if not cluster.get("server"):
-        raise ValueError("the kubeconfig names no API server")
-    ca = cluster.get("certificate-authority-data")
-    tls = ssl.create_default_context(cadata=base64.b64decode(ca).decode() if ca else None)
-    headers = {"Accept": "application/json"}
-    if user.get("client-certificate-data") and user.get("client-key-data"):
-        # The ssl module loads a key from files only: both live in a private folder that goes
-        # once the context holds them, before any request, so that no kill of this process
-        # while it waits on the API server leaves the cluster's admin key on disk.
-        folder = Path(tempfile.mkdtemp(prefix="k8scifar-job-"))
-        try:
-            cert, key = folder / "client.crt", folder / "client.key"
-            for path_, field in ((cert, "client-certificate-data"), (key, "client-key-data")):
-                path_.touch(mode=0o600)
-                path_.write_bytes(base64.b64decode(user[field]))
-            tls.load_cert_chain(cert, key)
-        finally:
-            shutil.rmtree(folder)
-    elif user.get("token"):
-        headers["Authorization"] = f"Bearer {user['token']}"
-    return urllib.request.Request(cluster["server"].rstrip("/") + path, headers=headers), tls
-
-
-def read_object(kubeconfig: str, path: str) -> dict[str, Any] | None:
-    """The object at the API path `path`, or None when there is none to read: no such object, no
-    cluster yet, an unreachable or refusing API server, an answer that is no JSON object."""
+def read_object(
+    kubeconfig: str, kind: str, namespace: str, name: str, allow_commands: bool = False
+) -> dict[str, Any] | None:
+    """The live object `kind` `namespace/name` as the API server wrote it, or None when there is
+    none to read: no such object, no cluster yet, an unreachable or refusing API server, an answer
+    that is no JSON object, a kubeconfig lab.kubeapi refuses (the stack's is refused with the stack)."""
     try:
-        request, tls = _request(kubeconfig, path)
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=tls) as reply:
-            found = json.load(reply)
-    # HTTPException: a server or proxy that drops the connection mid-reply (BadStatusLine,
-    # IncompleteRead), which is no OSError.
-    except (OSError, ValueError, urllib.error.URLError, http.client.HTTPException, yaml.YAMLError):
+        api = kubeapi.api_client(kubeapi.load(kubeconfig, allow_commands=allow_commands))
+        with api:
+            # Unparsed: the program reads fields (managedFields' fieldsV1) as the server wrote them.
+            reply = READS[kind](api)(
+                name, namespace, _preload_content=False, _request_timeout=TIMEOUT_SECONDS
+            )
+            found = json.loads(reply.data)
+    # HTTPError: urllib3's, for a connection refused, reset or cut mid-reply; ApiException: an
+    # answer other than 2xx; ValueError: a body that is no JSON.
+    except (
+        kubeapi.KubeconfigRefused,
+        k8s_client.ApiException,
+        urllib3.exceptions.HTTPError,
+        OSError,
+        ValueError,
+    ):
         return None
     return found if isinstance(found, dict) else None
 
 
-def has_failed(kubeconfig: str, namespace: str, name: str) -> bool:
+def has_failed(kubeconfig: str, namespace: str, name: str, allow_commands: bool = False) -> bool:
     """Whether the Job `namespace/name` exists with its Failed condition True. Anything else (no
     such Job, no cluster yet, an unreachable or refusing API server) is False: then nothing is
     replaced, and `up` awaits the Job as pulumi-kubernetes would."""
-    job = read_object(kubeconfig, f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}")
+    job = read_object(kubeconfig, "Job", namespace, name, allow_commands)
     if job is None:
         return False
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
-def replace_if_failed(kubeconfig: str, namespace: str, name: str) -> dict[str, str]:
+def replace_if_failed(
+    kubeconfig: str, namespace: str, name: str, allow_commands: bool = False
+) -> dict[str, str]:
     """The annotations of a Job the lab awaits: replaced on the next `up` once failed, never while it runs."""
-    return dict(REPLACE_UNREADY) if kubeconfig and has_failed(kubeconfig, namespace, name) else {}
+    failed = kubeconfig and has_failed(kubeconfig, namespace, name, allow_commands)
+    return dict(REPLACE_UNREADY) if failed else {}

@@ -52,7 +52,7 @@ class Scope:
         """Metadata of a Job that `pulumi up` awaits: replaced on the next `up` once it has failed,
         awaited again while it runs (lab.cluster.live_jobs)."""
         live = pulumi.Output.all(self.kubeconfig, self.namespace).apply(
-            lambda v: replace_if_failed(v[0], v[1], name)
+            lambda v: replace_if_failed(v[0], v[1], name, self.lab.allow_kubeconfig_commands)
         )
         # Derived from the secret kubeconfig, but it says only whether the Job failed.
         return self.metadata(name, app, component, annotations=pulumi.Output.unsecret(live))

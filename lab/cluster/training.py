@@ -27,7 +27,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -122,8 +121,7 @@ def declared_replicas(lab: LabConfig, kubeconfig: str, namespace: str, run: str)
     (`handed_back`), the run's pods otherwise; with no cluster to ask (a first `up`, `labctl
     render`, an API server that does not answer), the run's pods."""
     if kubeconfig:
-        path = f"/apis/apps/v1/namespaces/{quote(namespace)}/statefulsets/{quote(NAME)}"
-        live = read_object(kubeconfig, path)
+        live = read_object(kubeconfig, "StatefulSet", namespace, NAME, lab.allow_kubeconfig_commands)
         if live is not None and handed_back(live, run):
             return 0
     return lab.world.pods

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import annotated_types
@@ -82,6 +83,7 @@ def cross_checks(cfg: LabConfig) -> list[str]:
             "k8scifar:kubeconfig: names a cluster, and skip.kubernetesInstall says there is none;"
             " remove one of them"
         )
+    problems.extend(_kubeconfig_problems(cfg))
     if cfg.airgap is not None and cfg.distribution is not Distribution.K3S:
         problems.append("k8scifar:airgap: only k3s installs from local files; remove it or use k3s")
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
@@ -413,4 +415,24 @@ def _sweep_size_checks(sweep: Sweep) -> list[str]:
             f"k8scifar:sweep: its {sets} sets make a sweep file of {size} bytes, more than the"
             f" {trainer_sweep.MAX_FILE_BYTES} a ConfigMap holds; give fewer values or samples"
         ]
+    return []
+
+
+def _kubeconfig_problems(cfg: LabConfig) -> list[str]:
+    """The stack's kubeconfig as lab.kubeapi reads it: refused here, before any cluster is asked."""
+    if cfg.kubeconfig is None:
+        if cfg.kubeconfig_context is None:
+            return []
+        return [
+            "k8scifar:kubeconfigContext: picks a context of the stack's kubeconfig; it names none: remove it"
+        ]
+    # Imported here: the Kubernetes client loads only where a command asks a cluster.
+    from lab.kubeapi import KubeconfigRefused, read
+
+    try:
+        read(
+            Path(cfg.kubeconfig), context=cfg.kubeconfig_context, allow_commands=cfg.allow_kubeconfig_commands
+        )
+    except KubeconfigRefused as err:
+        return [f"k8scifar:kubeconfig: {err}"]
     return []

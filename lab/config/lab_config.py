@@ -57,6 +57,18 @@ class LabConfig(KeyModel):
         " Ansible); the nodes' names, roles and GPUs must be the cluster's, and `address` only"
         " names the registry's endpoint on the server.",
     )
+    kubeconfig_context: str | None = Field(
+        default=None,
+        description="The context of `kubeconfig` that names the lab's cluster; needed when the file"
+        " names several (the file's own `current-context` does not choose: any `kubectl config"
+        " use-context` changes it).",
+    )
+    allow_kubeconfig_commands: bool = Field(
+        default=False,
+        description="Let a kubeconfig's `exec` plugin or `auth-provider` run its command on this"
+        " machine (`labctl` and `pulumi up` refuse such a kubeconfig otherwise): only for a"
+        " kubeconfig you trust, such as your cloud's login plugin.",
+    )
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
         description="Steps to leave out, each mapped to the reason printed when it is skipped"

@@ -168,7 +168,10 @@ def test_two_nodes_on_loopback_are_one_machine() -> None:
 
 def test_a_kubeconfig_names_a_file_and_a_cluster_that_is_there(tmp_path: Path) -> None:
     given = tmp_path / "kubeconfig"
-    given.write_text("apiVersion: v1\nkind: Config\n")
+    given.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://192.0.2.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: lab, context: {cluster: c, user: u}}]\n"
+    )
     assert not parse_config(_set("kubeconfig", str(given))).bootstraps_hosts
     assert parse_config(GOOD).bootstraps_hosts
     _refused(_set("kubeconfig", str(tmp_path / "absent")), "k8scifar:kubeconfig", "is not a file")

@@ -13,7 +13,7 @@ import json
 import ssl
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +39,10 @@ class Recorder:
     status: int = 200
     # Answers by path, (status, JSON body), instead of `status` and an empty object.
     replies: dict[str, tuple[int, object]] = field(default_factory=dict)
+    # Answers by path written as they are, then the connection closed: a reply cut short.
+    raw: dict[str, bytes] = field(default_factory=dict)
+    # Called with each request as it arrives, before the answer: what the client side holds then.
+    on_request: Callable[[Received], None] | None = None
 
 
 def self_signed(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
@@ -65,6 +69,12 @@ def recording_server(folder: Path, address: str = "127.0.0.1") -> Iterator[Recor
                 self.client_address[0], self.command, self.path, dict(self.headers.items()), body
             )
             recorder.requests.append(received)
+            if recorder.on_request is not None:
+                recorder.on_request(received)
+            if self.path in recorder.raw:
+                self.wfile.write(recorder.raw[self.path])
+                self.close_connection = True
+                return
             status, body = recorder.replies.get(self.path, (recorder.status, {}))
             reply = json.dumps(body).encode()
             self.send_response(status)
