@@ -38,9 +38,12 @@ NFS_PORT_NUMBER = 2049
 # kube-proxy runs on every node under both distributions; its health and metrics listeners are
 # upstream's defaults (https://kubernetes.io/docs/reference/command-line-tools-reference/kube-proxy/,
 # --healthz-bind-address 0.0.0.0:10256, --metrics-bind-address 127.0.0.1:10249): one on the
-# loopback address still holds the port on the host network.
+# loopback address still holds the port on the host network. So does the kubelet's health
+# listener (KubeletConfiguration `healthzPort` 10248 on `healthzBindAddress` 127.0.0.1, upstream's
+# defaults: https://kubernetes.io/docs/reference/config-api/kubelet-config.v1beta1/).
 NODE_PORTS = {
     (KUBELET_PORT, "tcp"): "kubelet",
+    (10248, "tcp"): "kubelet health",
     (VXLAN_PORT, "udp"): "flannel VXLAN",
     (10256, "tcp"): "kube-proxy health",
     (10249, "tcp"): "kube-proxy metrics",
@@ -52,7 +55,9 @@ SERVER_PORTS = {
     (10257, "tcp"): "controller-manager",
     (10259, "tcp"): "scheduler",
 }
-KUBEADM_SERVER_PORTS = {(2379, "tcp"): "etcd", (2380, "tcp"): "etcd peers"}
+# kubeadm's etcd static pod also serves its metrics on 127.0.0.1:2381 (`--listen-metrics-urls`,
+# kubeadm's EtcdMetricsPort, cmd/kubeadm/app/constants/constants.go).
+KUBEADM_SERVER_PORTS = {(2379, "tcp"): "etcd", (2380, "tcp"): "etcd peers", (2381, "tcp"): "etcd metrics"}
 NFS_PORT = {(NFS_PORT_NUMBER, "tcp"): "NFS"}
 # Every port some node of a lab holds, by protocol, under either distribution.
 HELD_PORTS = NODE_PORTS | SERVER_PORTS | KUBEADM_SERVER_PORTS | NFS_PORT

@@ -102,6 +102,8 @@ def test_ascii_numbers_written_as_text_still_read() -> None:
         ({"observability__metricsPort": 10249}, "kubelet"),
         ({"observability__metricsPort": 6443}, "Kubernetes API"),
         ({"observability__metricsPort": 2379}, "etcd"),
+        ({"observability__metricsPort": 10247}, "kubelet health"),
+        ({"observability__metricsPort": 2381}, "etcd metrics"),
         ({"observability__metricsPort": 9099}, "the node exporter"),
         ({"observability__metricsPort": 30500}, "registry NodePort"),
         ({"observability__metricsPort": 32767}, "the ephemeral ports 32768-60999"),
