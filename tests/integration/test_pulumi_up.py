@@ -110,7 +110,10 @@ def test_up_a_change_a_node_taken_out_and_destroy_leave_the_machines_as_they_wer
 @pytest.fixture
 def owner_pin(machines: testbed.Testbed) -> Iterator[None]:
     second = machines.layout.machine(2)
-    machine_state.root_shell(machines, second, PIN_NFS_COMMON)
+    # The pin bites only where nfs-common is not installed: an earlier test's owner package
+    # (tests/integration/test_bootstrap.py) may have brought it, and reset leaves the owner's.
+    leftover = f"{machine_state.OWNER_PACKAGE} {machine_state.OWNER_PACKAGE_NEEDS}"
+    machine_state.root_shell(machines, second, f"dpkg --purge {leftover} && {PIN_NFS_COMMON}")
     try:
         yield
     finally:

@@ -55,19 +55,18 @@ class DigestWrite:
         token = kubectl(self.layout, "create", "token", ACCOUNT, "-n", namespace).stdout.strip()
         config = self.folder / "build.kubeconfig"
         config.write_text(kubeconfig.for_token(self.layout, ACCOUNT, token))
-        record = digest_record.config_map(name, PLAYED_DIGEST)
-        done = kubectl(
-            self.layout,
-            "create",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            stdin=json.dumps(record),
-            kubeconfig=config,
-            check=False,
-        )
-        self.result.append("written" if done.returncode == 0 else done.stderr.strip())
+        record = json.dumps(digest_record.config_map(name, PLAYED_DIGEST))
+        # The Role's binding may come a moment after the Role: until it does the write is refused.
+        refused = "never tried"
+        while not self.stop.is_set():
+            create = ["create", "-n", namespace, "-f", "-"]
+            done = kubectl(self.layout, *create, stdin=record, kubeconfig=config, check=False)
+            if done.returncode == 0:
+                self.result.append("written")
+                return
+            refused = done.stderr.strip()
+            time.sleep(0.3)
+        self.result.append(refused)
 
     def __enter__(self) -> DigestWrite:
         self.thread = threading.Thread(target=self._play, daemon=True)
