@@ -9,8 +9,8 @@ every rank trains; when the run is complete, rank 0 scales the StatefulSet to ze
 
 How many replicas the program declares (`declared_replicas`): a run is its name (`run_name`, a
 hash of what it computes, world size included). The program reads the StatefulSet the cluster
-holds as it runs; when that is this very run and its rank 0 has scaled it to zero, the program
-declares zero, and the run's world size in every other case. No `ignoreChanges`: the engine puts
+holds as it runs; when that is this very run and its rank 0 has scaled it to zero (`handed_back`),
+the program declares zero, and the run's world size in every other case. No `ignoreChanges`: the engine puts
 the stored value of an ignored property in place of the program's, also when it replaces the
 resource (pulumi/pulumi pkg/resource/deploy/step_generator.go `processIgnoreChanges`), and a
 `pulumi refresh` stores the live count (pulumi-kubernetes provider/pkg/provider/provider.go
@@ -50,7 +50,6 @@ from lab.cluster.scope import Scope
 from lab.cluster.storage import Storage
 from lab.config import LabConfig, Placement
 from trainer import contract
-from trainer.pod.handoff import FIELD_MANAGER as HANDOFF_FIELD_MANAGER
 
 APP = "trainer"
 COMPONENT = "training"
@@ -64,6 +63,9 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 RUN_ANNOTATION = "k8scifar/run"
 POD_INDEX_LABEL_MINOR = 28  # the StatefulSet controller sets the label from 1.28 on
 POD_NETWORK_INTERFACE = "eth0"
+# The field managers pulumi-kubernetes writes under: this name for its plain create, with a suffix
+# of its own for a server-side apply (as the API server lists them in `metadata.managedFields`).
+LAB_FIELD_MANAGER = "pulumi-kubernetes"
 
 
 @dataclass(frozen=True)
@@ -96,24 +98,35 @@ def run_name(lab: LabConfig, image_tag: str) -> str:
     return f"{t.model.value}-{digest}"
 
 
+def replicas_holders(statefulset: Mapping[str, Any]) -> set[str]:
+    """The field managers that hold the StatefulSet's `spec.replicas` (its `metadata.managedFields`)."""
+    return {
+        str(entry.get("manager"))
+        for entry in (statefulset.get("metadata") or {}).get("managedFields") or []
+        if isinstance(entry, dict) and "f:replicas" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})
+    }
+
+
 def handed_back(statefulset: Mapping[str, Any], run: str) -> bool:
     """Whether `statefulset`, as the API server reports it, is the run `run` scaled to zero by its
-    own rank 0: the run's annotation, no replicas, and `spec.replicas` held by the hand-off's field
-    manager. The API server records a write of the `scale` subresource under the StatefulSet's
-    `spec.replicas` in `metadata.managedFields` (kubernetes pkg/registry/apps/statefulset/storage/
-    storage.go, `replicasPathInStatefulSet`); trainer/pod/handoff.py writes it as HANDOFF_FIELD_MANAGER
-    only once the run is complete. A set at zero for any other reason (created so by an older lab,
-    scaled by hand) is not a finished run."""
+    own rank 0: the run's annotation, no replicas, and `spec.replicas` held by no field manager but
+    the lab's own.
+
+    Rank 0 writes the zero through the `scale` subresource (trainer/pod/handoff.py), and the API
+    server records a write of zero there under no manager at all: autoscaling/v1's
+    `ScaleSpec.replicas` is `omitempty`, so to the field manager a zero is no field, and the scale
+    handler takes `spec.replicas` from every entry of the StatefulSet (k8s.io/api autoscaling/v1
+    types.go; apimachinery pkg/util/managedfields/scalehandler.go `ToParent`; measured on
+    Kubernetes 1.34.4 by tests/controlplane/test_pulumi_up.py). An `up` that then declares the
+    zero writes it under the lab's own manager. A zero written to the StatefulSet itself (`kubectl
+    edit` or `patch`) is held by its writer: no finished run. `kubectl scale --replicas=0` reaches
+    the API server as the hand-off does and is taken as one: `up` leaves it at zero until the
+    run's inputs change."""
     metadata = statefulset.get("metadata") or {}
     spec = statefulset.get("spec") or {}
     if (metadata.get("annotations") or {}).get(RUN_ANNOTATION) != run or spec.get("replicas") != 0:
         return False
-    return any(
-        isinstance(entry, dict)
-        and entry.get("manager") == HANDOFF_FIELD_MANAGER
-        and "f:replicas" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})
-        for entry in metadata.get("managedFields") or []
-    )
+    return all(holder.startswith(LAB_FIELD_MANAGER) for holder in replicas_holders(statefulset))
 
 
 def declared_replicas(lab: LabConfig, kubeconfig: str, namespace: str, run: str) -> int:

@@ -27,6 +27,14 @@ from lab.controlplane.pki import Pki
 # Job pods complete after this long on kwok, not at once: time for a test to play what a real
 # build pod writes before the Job's completion lets `pulumi up` read it.
 JOB_POD_SECONDS = 5
+# A Job pod with this annotation completes after the duration it names ("1h") instead: a build
+# still running when the next `up` reads it. kwok computes a stage's delay again whenever the pod
+# changes, so removing the annotation lets the pod complete JOB_POD_SECONDS later.
+COMPLETE_AFTER_ANNOTATION = "controlplane.k8scifar/complete-after"
+# kwok's own chaos stage fails a running pod with this label set to "true"
+# (share/kwok/stage/pod/chaos/pod-container-running-failed.yaml); its weight makes kwok choose it
+# over the completion stage above.
+FAIL_LABEL = "pod-container-running-failed.stage.kwok.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -123,9 +131,13 @@ def _scheduler(bin_dir: Path, layout: Layout) -> Component:
 
 
 def _delayed_job_completion(stages: Path, layout: Layout) -> Path:
-    """kwok's own pod-complete stage, held back by JOB_POD_SECONDS (a Stage's `spec.delay`)."""
+    """kwok's own pod-complete stage, held back by JOB_POD_SECONDS or the pod's
+    COMPLETE_AFTER_ANNOTATION (a Stage's `spec.delay`, its `durationFrom` read with jq)."""
     stage = yaml.safe_load((stages / "pod" / "fast" / "pod-complete.yaml").read_text())
-    stage["spec"]["delay"] = {"durationMilliseconds": JOB_POD_SECONDS * 1000}
+    stage["spec"]["delay"] = {
+        "durationMilliseconds": JOB_POD_SECONDS * 1000,
+        "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_AFTER_ANNOTATION}"]'},
+    }
     path = layout.state / "pod-complete.yaml"
     path.write_text(yaml.safe_dump(stage))
     return path
@@ -138,6 +150,7 @@ def _kwok(bin_dir: Path, layout: Layout) -> Component:
         stages / "node" / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml",
         stages / "pod" / "fast" / "pod-ready.yaml",
         _delayed_job_completion(stages, layout),
+        stages / "pod" / "chaos" / "pod-container-running-failed.yaml",
         stages / "pod" / "fast" / "pod-delete.yaml",
     ]
     key, value = KWOK_ANNOTATION

@@ -3,14 +3,18 @@ Pulumi CLI, the Python language host and pulumi-resource-kubernetes from the too
 real control plane; every assertion reads the live cluster.
 
 The stack is the CPU example's, its machines the control plane's kwok nodes, naming the control
-plane's kubeconfig instead of bootstrapping hosts, with no gang scheduler. The test plays one part
-of the cluster's: the build's digest write (tests/support/build_play.py).
+plane's kubeconfig instead of bootstrapping hosts, with no gang scheduler. The tests play two parts
+of the cluster's, each with the ServiceAccount token the program gives it: the build's digest write
+(tests/support/build_play.py) and rank 0's scale to zero at the end of the run
+(tests/support/handoff_play.py). The tests share one stack and run in order: up, a second up,
+the run's hand-off, a new run, a scale-down by hand, destroy.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +25,17 @@ from lab.cluster.labels import selector_labels
 from lab.cluster.namespace import build_namespace
 from lab.config import PROJECT
 from tests.support.build_play import PLAYED_DIGEST
-from tests.support.live_stack import LiveStack, brought_up, derived_values, ok, pods_of, ready
+from tests.support.handoff_play import account_kubeconfig, hand_off
+from tests.support.live_stack import (
+    LiveStack,
+    brought_up,
+    derived_values,
+    live_object,
+    ok,
+    pods_of,
+    ready,
+    wait_for,
+)
 
 STACK = "example-cpu-live"
 # Cluster-wide kinds the lab may declare: none may be left after destroy.
@@ -66,6 +80,99 @@ def test_the_kubeconfig_stays_out_of_the_output_and_the_state(
 def test_a_second_up_changes_nothing(live: LiveStack) -> None:
     # The CLI fails the update when any step changed something (pulumi `--expect-no-changes`).
     ok(live.pulumi("up", "--yes", "--skip-preview", "--expect-no-changes"))
+
+
+def _ranks(plane: controlplane.ControlPlane, live: LiveStack) -> list[dict[str, Any]]:
+    lab = live.lab
+    return pods_of(plane, lab.namespace, selector_labels(lab.namespace, training.APP, training.COMPONENT))
+
+
+def _statefulset(plane: controlplane.ControlPlane, live: LiveStack) -> dict[str, Any]:
+    return live_object(plane, "statefulset", training.NAME, live.lab.namespace)
+
+
+def _run(statefulset: dict[str, Any]) -> str:
+    return str(statefulset["metadata"]["annotations"][training.RUN_ANNOTATION])
+
+
+def _runs_every_rank(plane: controlplane.ControlPlane, live: LiveStack, run: str) -> None:
+    """The live set holds the run's world size, each rank Ready with the run's own arguments."""
+    assert _statefulset(plane, live)["spec"]["replicas"] == live.lab.world.pods
+    pods = _ranks(plane, live)
+    assert len(pods) == live.lab.world.pods
+    for pod in pods:
+        assert ready(pod), pod["metadata"]["name"]
+        (container,) = pod["spec"]["containers"]
+        assert container["args"] == training.launch_args(live.lab, run), pod["metadata"]["name"]
+
+
+def test_rank_0_hands_the_finished_run_back_through_its_role_alone(
+    plane: controlplane.ControlPlane, live: LiveStack, tmp_path: Path
+) -> None:
+    lab = live.lab
+    # The Role allows the scale subresource's patch and nothing else: `kubectl scale`, which reads
+    # the set first, is refused.
+    scale = controlplane.kubectl(
+        plane.layout,
+        *("scale", "statefulset", training.NAME, "-n", lab.namespace, "--replicas=0"),
+        kubeconfig=account_kubeconfig(plane.layout, lab, tmp_path),
+        check=False,
+    )
+    assert scale.returncode != 0
+    assert "forbidden" in scale.stderr
+    done = hand_off(plane.layout, lab, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    statefulset = _statefulset(plane, live)
+    assert statefulset["spec"]["replicas"] == 0
+    # The API server records a scale to zero under no field manager, which is what the program
+    # reads to tell a finished run from a set at zero for another reason.
+    assert training.replicas_holders(statefulset) == set()
+    assert training.handed_back(statefulset, _run(statefulset))
+    wait_for("the ranks' pods are gone", lambda: not _ranks(plane, live))
+
+
+def test_refresh_then_up_leaves_the_finished_run_at_zero(
+    plane: controlplane.ControlPlane, live: LiveStack
+) -> None:
+    before = _statefulset(plane, live)
+    ok(live.pulumi("refresh", "--yes", "--skip-preview"))
+    # The refreshed state holds zero replicas; the program declares the finished run's zero too.
+    ok(live.pulumi("up", "--yes", "--skip-preview", "--expect-no-changes"))
+    after = _statefulset(plane, live)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"]["replicas"] == 0
+    assert _ranks(plane, live) == []
+
+
+def test_a_changed_hyperparameter_starts_a_new_run_of_the_world_size(
+    plane: controlplane.ControlPlane, live: LiveStack
+) -> None:
+    before = _statefulset(plane, live)
+    epochs = live.lab.trainer.epochs
+    assert epochs is not None, "the example names its epochs"
+    live.configure("trainer.epochs", epochs + 1)
+    ok(live.pulumi("up", "--yes", "--skip-preview"))
+    after = _statefulset(plane, live)
+    assert after["metadata"]["uid"] != before["metadata"]["uid"], "the set of the finished run is replaced"
+    assert _run(after) != _run(before)
+    _runs_every_rank(plane, live, _run(after))
+
+
+def test_a_set_edited_to_zero_by_hand_gets_its_world_size_back_after_refresh(
+    plane: controlplane.ControlPlane, live: LiveStack
+) -> None:
+    before = _statefulset(plane, live)
+    lab = live.lab
+    zero = json.dumps({"spec": {"replicas": 0}})
+    controlplane.kubectl(
+        plane.layout, "patch", "statefulset", training.NAME, "-n", lab.namespace, "--type=merge", "-p", zero
+    )
+    wait_for("the ranks' pods are gone", lambda: not _ranks(plane, live))
+    ok(live.pulumi("refresh", "--yes", "--skip-preview"))
+    ok(live.pulumi("up", "--yes", "--skip-preview"))
+    after = _statefulset(plane, live)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"], "the same run, scaled in place"
+    _runs_every_rank(plane, live, _run(before))
 
 
 def _names(plane: controlplane.ControlPlane, kind: str) -> set[str]:

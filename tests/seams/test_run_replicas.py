@@ -8,12 +8,11 @@ run still training is left alone. The program decides the count from the Statefu
 holds (lab/cluster/training.py `declared_replicas`), so it is run the way `pulumi up` runs it,
 under the engine's mocks, with the host bootstrap answering a kubeconfig whose API server, a local
 HTTPS server, reports the StatefulSet as rank 0's hand-off leaves it (trainer/pod/handoff.py: a patch
-of the `scale` subresource, which the API server records under `spec.replicas` in
-`managedFields`, kubernetes pkg/registry/apps/statefulset/storage/storage.go).
+of the `scale` subresource to zero, which the API server records under no field manager:
+lab/cluster/training.py `handed_back`).
 
-What a real cluster adds, and the `pulumi refresh` test of the control-plane issue holds: that
-the API server records the hand-off as assumed here, and that pulumi-kubernetes v4.34.2 plans
-what these rules say.
+What a real cluster adds, held by tests/controlplane/test_pulumi_up.py: that the API server
+records the hand-off as assumed here, and that the provider plans what these rules say.
 """
 
 from __future__ import annotations
@@ -25,12 +24,11 @@ from typing import Any
 import pytest
 
 from lab.cluster.program_run import ProgramRun, Registered, run_program
-from lab.cluster.training import NAME, RUN_ANNOTATION
+from lab.cluster.training import LAB_FIELD_MANAGER, NAME, RUN_ANNOTATION
 from lab.config import load_stack, read_stack_values, stack_file
 from tests.support.apiserver import kubeconfig, recording_server
 from tests.support.program import name_of
 from tests.support.rules.pulumi_statefulset_rules import Outcome, State, next_up, refresh
-from trainer.pod.handoff import FIELD_MANAGER
 
 STACK = "example-cpu"
 
@@ -49,22 +47,27 @@ def _path(statefulset: Registered) -> str:
     return f"/apis/apps/v1/namespaces/{statefulset.inputs['metadata']['namespace']}/statefulsets/{NAME}"
 
 
-def in_cluster(inputs: dict[str, Any], replicas: int, handed_back: bool) -> dict[str, Any]:
-    """The StatefulSet as the API server reports it: the applied inputs with `replicas`, and, when
-    rank 0 handed the run back, the hand-off's field manager holding `spec.replicas` through the
-    `scale` subresource."""
+# How the lab's server-side apply and a hand edit of the StatefulSet itself appear in its managed fields.
+APPLIED = f"{LAB_FIELD_MANAGER}-0123"
+BY_HAND = "kubectl-patch"
+
+
+def in_cluster(inputs: dict[str, Any], replicas: int, holder: str | None) -> dict[str, Any]:
+    """The StatefulSet as the API server reports it: the applied inputs with `replicas`, its
+    `spec.replicas` held by `holder`, or by no manager once rank 0 handed the run back (a write of
+    zero through the `scale` subresource)."""
     live = copy.deepcopy(inputs)
     live["spec"]["replicas"] = replicas
-    managed = [{"manager": "pulumi-kubernetes-0123", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
-    if handed_back:
-        managed.append(
-            {
-                "manager": FIELD_MANAGER,
-                "operation": "Update",
-                "subresource": "scale",
-                "fieldsV1": {"f:spec": {"f:replicas": {}}},
-            }
-        )
+    replicas_field = {"f:replicas": {}}
+    managed = [
+        {
+            "manager": APPLIED,
+            "operation": "Apply",
+            "fieldsV1": {"f:spec": replicas_field if holder == APPLIED else {}},
+        }
+    ]
+    if holder not in (None, APPLIED):
+        managed.append({"manager": holder, "operation": "Update", "fieldsV1": {"f:spec": replicas_field}})
     live["metadata"]["managedFields"] = managed
     live["status"] = {"replicas": replicas, "readyReplicas": replicas}
     return live
@@ -80,14 +83,18 @@ def second_up(
     replicas: int | None = None,
 ) -> tuple[Outcome, Registered]:
     """A first `up` with stack values `before` (the StatefulSet created as declared), the run then
-    at `replicas` (zero when handed back, else as created), an optional `pulumi refresh`, and a
+    handed back, or at `replicas` written by hand (else as created), an optional `pulumi refresh`, and a
     second `up` with `after`, whose program reads the cluster: that `up`'s outcome and the
     StatefulSet it declared."""
     first = _statefulset(run_program(STACK, before))
     created = first.inputs
-    count = 0 if handed_back else created["spec"]["replicas"] if replicas is None else replicas
-    cluster = in_cluster(created, count, handed_back)
-    state = State(copy.deepcopy(created), in_cluster(created, created["spec"]["replicas"], False))
+    if handed_back:
+        cluster = in_cluster(created, 0, None)
+    elif replicas is None:
+        cluster = in_cluster(created, created["spec"]["replicas"], APPLIED)
+    else:
+        cluster = in_cluster(created, replicas, BY_HAND)
+    state = State(copy.deepcopy(created), in_cluster(created, created["spec"]["replicas"], APPLIED))
     if refreshed:
         state = refresh(state, cluster)
     (tmp_path / "client").mkdir()
@@ -130,8 +137,9 @@ def test_a_run_still_training_is_left_alone(tmp_path: Path) -> None:
 
 
 def test_a_set_at_zero_that_its_rank_0_did_not_hand_back_starts(tmp_path: Path) -> None:
-    """A set created with zero replicas (what the engine made of a refreshed zero before), or scaled
-    down by hand: not a finished run, so the program asks for the run's pods again."""
+    """A set scaled down by hand through the StatefulSet itself (`kubectl edit` or `patch`), whose
+    writer then holds `spec.replicas`: not a finished run, so the program asks for the run's pods
+    again."""
     outcome, _ = second_up(tmp_path, _values(), _values(), handed_back=False, refreshed=True, replicas=0)
     assert outcome == Outcome("update", WORLD)
 
@@ -155,6 +163,6 @@ def test_the_rules_catch_ignore_changes_on_the_replica_count() -> None:
     After a finished run and a refresh, the next run was created with the stored zero."""
     inputs = _statefulset(run_program(STACK)).inputs
     new = _statefulset(run_program(STACK, _values(seed=7))).inputs
-    cluster = in_cluster(inputs, 0, True)
-    state = refresh(State(inputs, in_cluster(inputs, WORLD, False)), cluster)
+    cluster = in_cluster(inputs, 0, None)
+    state = refresh(State(inputs, in_cluster(inputs, WORLD, APPLIED)), cluster)
     assert next_up(state, cluster, new, ["spec.replicas"], ["spec"]) == Outcome("replace", 0)

@@ -4,9 +4,13 @@ build's digest write played (tests/support/build_play.py), and destroyed at the 
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,17 +23,30 @@ from tests.support.build_play import DigestWrite
 from tests.support.pulumi_cli import PulumiProject, pulumi_project
 
 
-@dataclass(frozen=True)
+@dataclass
 class LiveStack:
     project: PulumiProject
     stack: str
+    values: dict[str, Any]
     lab: LabConfig
     up: subprocess.CompletedProcess[str]
     digest: DigestWrite
 
-    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`pulumi ARGS --stack STACK` in the stack's project."""
-        return self.project.run(*args, f"--stack={self.stack}")
+    def pulumi(self, *args: str, **run: Any) -> subprocess.CompletedProcess[str]:
+        """`pulumi ARGS --stack STACK` in the stack's project (`run`: PulumiProject.run's options)."""
+        return self.project.run(*args, f"--stack={self.stack}", **run)
+
+    def configure(self, path: str, value: str | int) -> None:
+        """`pulumi config set --path PATH VALUE`, as an operator changes one value; `values` and
+        `lab` follow. The CLI stores a whole number as a number."""
+        ok(self.pulumi("config", "set", "--path", path, str(value)))
+        values = copy.deepcopy(self.values)
+        *parents, key = path.split(".")
+        place = values
+        for parent in parents:
+            place = place[parent]
+        place[key] = value
+        self.values, self.lab = values, parse_config(values)
 
 
 def derived_values(plane: controlplane.ControlPlane, base: str, scheduling: dict[str, Any]) -> dict[str, Any]:
@@ -41,16 +58,21 @@ def derived_values(plane: controlplane.ControlPlane, base: str, scheduling: dict
 
 
 def brought_up(
-    plane: controlplane.ControlPlane, folder: Path, stack: str, values: dict[str, Any]
+    plane: controlplane.ControlPlane,
+    folder: Path,
+    stack: str,
+    values: dict[str, Any],
+    during: AbstractContextManager[object] | None = None,
 ) -> Iterator[LiveStack]:
-    """The first `up` of `stack`; the stack is destroyed when the caller is done with it."""
+    """The first `up` of `stack`, with `during` entered around it beside the digest write; the
+    stack is destroyed when the caller is done with it."""
     project = pulumi_project(folder, prefix=netns.inside(plane.layout))
     lab = parse_config(values)
     project.write_stack(stack, values)
     project.init(stack)
-    with DigestWrite(plane.layout, lab, folder) as play:
+    with DigestWrite(plane.layout, lab, folder) as play, during or contextlib.nullcontext():
         done = project.run("up", f"--stack={stack}", "--yes", "--skip-preview")
-    live = LiveStack(project, stack, lab, done, play)
+    live = LiveStack(project, stack, values, lab, done, play)
     yield live
     # Whatever a test left, the next module meets an empty cluster.
     live.pulumi("destroy", "--yes", "--skip-preview")
@@ -71,3 +93,19 @@ def pods_of(
 
 def ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def wait_for(what: str, done: Callable[[], bool], timeout: float = 60) -> None:
+    """Until `done()`; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+def live_object(plane: controlplane.ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """The object as the API server serves it (kubectl leaves out its managed fields unless asked)."""
+    found = controlplane.kubectl(
+        plane.layout, "get", kind, name, "-n", namespace, "-o", "json", "--show-managed-fields"
+    )
+    return dict(json.loads(found.stdout))

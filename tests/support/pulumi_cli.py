@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +61,11 @@ class PulumiProject:
         """The lab's state folder of the program and its provider host (STATE_VARIABLE)."""
         return self.scratch / "lab"
 
-    def run(self, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-        """`pulumi ARGS --non-interactive`, its output kept (checked by the caller)."""
+    def run(
+        self, *args: str, timeout: float = COMMAND_TIMEOUT_S, interrupt: threading.Event | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`pulumi ARGS --non-interactive`, its output kept (checked by the caller); Ctrl-C, as an
+        operator presses it, once `interrupt` is set."""
         process = subprocess.Popen(
             [*self.prefix, str(tools.bin_dir() / "pulumi"), *args, "--non-interactive"],
             cwd=self.folder,
@@ -70,6 +75,8 @@ class PulumiProject:
             stderr=subprocess.PIPE,
             text=True,
         )
+        if interrupt is not None:
+            threading.Thread(target=_interrupt_when_set, args=(process, interrupt), daemon=True).start()
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -119,6 +126,15 @@ class PulumiProject:
         """The stack's state as the engine keeps it (`pulumi stack export`)."""
         state = json.loads(self.ok("stack", "export", "--stack", stack))
         return state["deployment"].get("resources") or []
+
+
+def _interrupt_when_set(process: subprocess.Popen[str], interrupt: threading.Event) -> None:
+    # The prefix (`ip netns exec`) execs the CLI, so the signal reaches the CLI itself, which
+    # cancels its providers' operations and records where they stood.
+    while process.poll() is None:
+        if interrupt.wait(timeout=0.2):
+            process.send_signal(signal.SIGINT)
+            return
 
 
 def _without(folder: Path, path: str) -> list[str]:

@@ -24,8 +24,11 @@ from trainer.errors import TrainerError
 
 # Where the kubelet mounts the service account's token, the cluster CA and the namespace.
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-# The manager the API server records for `spec.replicas`: the program reads it to tell a run its
-# rank 0 handed back from one at zero for another reason (lab/cluster/training.py handed_back).
+# The API server's address the kubelet gives every pod, and the variable that replaces the mount point.
+HOST_VARIABLE, PORT_VARIABLE = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
+ACCOUNT_DIR_VARIABLE = "LAB_SERVICE_ACCOUNT_DIR"
+# The request's field manager. The API server records a scale to zero under no manager at all,
+# which is how the program tells a run its rank 0 handed back (lab/cluster/training.py handed_back).
 FIELD_MANAGER = "k8scifar-trainer"
 TIMEOUT_SECONDS = 30
 
@@ -43,11 +46,11 @@ class ApiServer:
 
     @classmethod
     def in_cluster(cls, env: Mapping[str, str]) -> ApiServer:
-        """The API server as a pod sees it (`LAB_SERVICE_ACCOUNT_DIR` replaces the mount point)."""
-        host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "")
+        """The API server as a pod sees it (ACCOUNT_DIR_VARIABLE replaces the mount point)."""
+        host, port = env.get(HOST_VARIABLE, ""), env.get(PORT_VARIABLE, "")
         if not host or not port:
-            raise HandOffError("KUBERNETES_SERVICE_HOST/PORT are not set: not running in a pod")
-        account = Path(env.get("LAB_SERVICE_ACCOUNT_DIR", str(SERVICE_ACCOUNT_DIR)))
+            raise HandOffError(f"{HOST_VARIABLE}/PORT are not set: not running in a pod")
+        account = Path(env.get(ACCOUNT_DIR_VARIABLE, str(SERVICE_ACCOUNT_DIR)))
         try:
             token = (account / "token").read_text().strip()
             namespace = (account / "namespace").read_text().strip()
