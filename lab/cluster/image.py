@@ -223,7 +223,7 @@ def declare_image(scope: Scope, registry: Registry, context: BuildContext) -> Tr
                         "serviceAccountName": ACCOUNT,
                         "securityContext": {**pod_security(scope.lab), "fsGroup": BUILDKIT_UID},
                         # Beside the registry: the push reaches it without crossing the network.
-                        "nodeSelector": registry.node_selector,
+                        **registry.placement,
                         # Build and push first, then record what was pushed.
                         "initContainers": [unpack, buildkit],
                         "containers": [_record(scope, context, push_ref)],

@@ -29,7 +29,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.cluster.pods import mount, pod_security
+from lab.cluster.pods import GPU_TOLERATION, mount, pod_security
 from lab.cluster.scope import Scope
 from lab.cluster.security import SIZES, container_security, harden
 from lab.cluster.versions import REGISTRY_IMAGE
@@ -53,16 +53,19 @@ class Registry:
     service: k8s.core.v1.Service
     pull_service: k8s.core.v1.Service
     push_host: str  # host:port the build Job pushes to, inside the cluster
-    node_selector: dict[str, str]  # the node the registry runs on; builds run there too
+    placement: dict[str, Any]  # pod spec fields: the node the registry runs on; builds run there too
 
     @property
     def resources(self) -> list[pulumi.Resource]:
         return [self.deployment, self.service, self.pull_service]
 
 
-def node_selector(scope: Scope) -> dict[str, str]:
-    """The server: the address the nodes pull from, and the disk that holds the images."""
-    return {"kubernetes.io/hostname": scope.lab.server.name}
+def placement(scope: Scope) -> dict[str, Any]:
+    """The pod spec fields that put a pod on the server: the address the nodes pull from, and the
+    disk that holds the images. The stack names that node, so a taint that keeps other work off a
+    GPU node (pods.GPU_TOLERATION) does not keep these pods from it."""
+    server = {"kubernetes.io/hostname": scope.lab.server.name}
+    return {"nodeSelector": server, "tolerations": [GPU_TOLERATION]}
 
 
 def in_cluster_host(scope: Scope) -> str:
@@ -110,7 +113,7 @@ def declare_registry(scope: Scope) -> Registry:
                 "spec": harden(
                     {
                         "securityContext": pod_security(scope.lab),
-                        "nodeSelector": node_selector(scope),
+                        **placement(scope),
                         "containers": containers,
                         "volumes": [{"name": "images", "emptyDir": {"sizeLimit": IMAGES_SIZE}}],
                     }
@@ -143,7 +146,7 @@ def declare_registry(scope: Scope) -> Registry:
         },
         opts=scope.opts(),
     )
-    return Registry(deployment, service, pull_service, in_cluster_host(scope), node_selector(scope))
+    return Registry(deployment, service, pull_service, in_cluster_host(scope), placement(scope))
 
 
 def image_reference(endpoint: str, tag: str) -> str:

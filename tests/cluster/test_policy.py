@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from lab.cluster.namespace import build_namespace, gpu_namespace
+from lab.cluster.pods import GPU_TOLERATION
 from lab.cluster.security import PRIVILEGED, PSA_LABEL, RESTRICTED
 from lab.config import LabConfig, load_stack
 from tests.support.program import (
@@ -237,10 +238,15 @@ def check_builds_beside_the_registry(run: ProgramRun, lab: LabConfig) -> list[st
     registry = _named(run, "Deployment", "registry")
     where = pod_spec(registry).get("nodeSelector")
     problems = [] if where and set(where) == {HOSTNAME} else ["the registry is not pinned to one node"]
-    for build in (w for w in workloads(run) if labels_of(w).get(COMPONENT_LABEL) == "build"):
+    builds = [w for w in workloads(run) if labels_of(w).get(COMPONENT_LABEL) == "build"]
+    for build in builds:
         spec = pod_spec(build)
         if spec.get("nodeSelector") != where or "affinity" in spec:
             problems.append(f"{name_of(build)} may run on another node than the registry ({where})")
+    # The stack names that node: a GPU node's taint (on many clusters) must not keep them off it.
+    for pinned in [registry, *builds]:
+        if GPU_TOLERATION not in pod_spec(pinned).get("tolerations", []):
+            problems.append(f"{name_of(pinned)} cannot run on its node when it carries the GPU taint")
     return problems
 
 
