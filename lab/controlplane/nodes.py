@@ -57,3 +57,10 @@ def create(layout: Layout, nodes: list[Node], timeout: float = 60) -> None:
         f"--timeout={timeout:.0f}s",
         timeout=timeout + 10,
     )
+
+
+def delete(layout: Layout, nodes: list[Node], timeout: float = 60) -> None:
+    """Delete the nodes `create` made, once nothing runs there any more."""
+    kubectl(
+        layout, "delete", "node", *(n.name for n in nodes), f"--timeout={timeout:.0f}s", timeout=timeout + 10
+    )
