@@ -1,4 +1,4 @@
-"""`labctl doctor` on a stack that names a cluster's kubeconfig: no host is
+"""`labctl doctor` and `labctl status` on a stack that names a cluster's kubeconfig: no host is
 logged in to, a cluster that does not answer is one line, and each cluster check is held against
 the API server's answer that makes it fail (tests/controlplane/test_labctl_cluster.py runs them
 against the real control plane)."""
@@ -12,11 +12,13 @@ import pytest
 
 from lab.cli.common.console import Level, console
 from lab.cli.doctor.cluster_checks import kueue_findings, node_findings, version_finding
+from lab.cli.status.cluster import job_state, workloads
 from lab.config import LabConfig, parse_config, read_stack_values, stack_file
-from tests.support.labctl import Labctl, write_stack
+from tests.support.labctl import Labctl, assert_one_line_error, write_stack
 from tests.support.network import free_port
 
 STACK = "given"
+BACKOFF = "BackoffLimitExceeded"
 
 
 def _values(kubeconfig: Path, **changes: Any) -> dict[str, Any]:
@@ -51,6 +53,13 @@ def test_doctor_skips_the_hosts_and_names_an_api_server_that_does_not_answer(
     assert "not checked over SSH: the stack names the cluster's kubeconfig" in out
     assert "does not answer (NewConnectionError)" in out
     assert "SSH" not in out.replace("over SSH", ""), "no node is logged in to"
+
+
+def test_status_on_a_cluster_that_does_not_answer_is_one_line(
+    stacks: Path, labctl_in_process: Labctl
+) -> None:
+    result = labctl_in_process("status", "--stack", STACK, "--stacks-dir", stacks)
+    assert_one_line_error(result, "the API server https://127.0.0.1:", "does not answer")
 
 
 def _lab(**changes: Any) -> LabConfig:
@@ -100,3 +109,23 @@ def test_kueue_as_the_stack_says() -> None:
     assert taken.level is Level.ERROR and "kueueInstalled: true" in taken.fix
     assert [f.level for f in kueue_findings(own, False, False)] == [Level.OK]
     assert kueue_findings(_lab(scheduling={"gang": "none"}), True, True) == []
+
+
+def test_workloads_say_how_far_each_is() -> None:
+    sets = {"items": [{"metadata": {"name": "ddp"}, "spec": {"replicas": 2}, "status": {"readyReplicas": 1}}]}
+    failed = {"type": "Failed", "status": "True", "reason": BACKOFF}
+    by_name: dict[str, dict[str, Any]] = {
+        "done": {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+        "broke": {"status": {"conditions": [failed]}},
+        "held": {"spec": {"suspend": True}},
+        "busy": {"status": {"active": 1}},
+    }
+    jobs = {"items": [{"metadata": {"name": name}, **job} for name, job in by_name.items()]}
+    assert [(w.kind, w.name, w.state) for w in workloads(sets, jobs)] == [
+        ("StatefulSet", "ddp", "1/2 ready"),
+        ("Job", "done", "complete"),
+        ("Job", "broke", f"failed ({BACKOFF})"),
+        ("Job", "held", "suspended (waiting for admission)"),
+        ("Job", "busy", "1 active, 0 succeeded"),
+    ]
+    assert job_state({}) == "0 active, 0 succeeded"
