@@ -16,8 +16,6 @@ from lab.remote.gpu_nodes import allocatable, gpu_shortfall
 from trainer.inputs import is_digits
 
 WHERE = "cluster"
-# Kueue's API group (lab.cluster.gang API_VERSION names the version the lab declares).
-KUEUE_GROUP = "kueue.x-k8s.io"
 _API_FIX = "fix the cluster or k8scifar:kubeconfig, then run doctor again; the other checks need it"
 
 
@@ -41,7 +39,7 @@ def cluster_findings(cfg: LabConfig) -> list[Finding]:
             version = stackcluster.get(api, "/version") or {}
             nodes = stackcluster.items(api, "/api/v1/nodes")
             kueue = stackcluster.get(api, f"/apis/{API_VERSION}") if _uses_kueue(cfg) else None
-            kueue_group = stackcluster.get(api, f"/apis/{KUEUE_GROUP}") if _uses_kueue(cfg) else None
+            kueue_group = stackcluster.get(api, f"/apis/{_group(API_VERSION)}") if _uses_kueue(cfg) else None
         except stackcluster.ClusterUnreachable as err:
             return [Finding(WHERE, "API server", Level.ERROR, str(err), _API_FIX)]
         where = stackcluster.server(api)
@@ -50,6 +48,10 @@ def cluster_findings(cfg: LabConfig) -> list[Finding]:
         *node_findings(cfg, nodes),
         *kueue_findings(cfg, kueue_group is not None, kueue is not None),
     ]
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0]
 
 
 def _uses_kueue(cfg: LabConfig) -> bool:
@@ -131,7 +133,8 @@ def kueue_findings(cfg: LabConfig, group_served: bool, version_served: bool) -> 
                 WHERE,
                 "Kueue",
                 Level.ERROR,
-                f"the cluster already runs Kueue ({KUEUE_GROUP}), and the lab would install its own over it",
+                f"the cluster already runs Kueue ({_group(API_VERSION)}), and the lab would install its own"
+                " over it",
                 "set k8scifar:scheduling.kueueInstalled: true to use the cluster's",
             )
         ]
