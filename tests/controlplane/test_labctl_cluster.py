@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lab import controlplane
-from lab.controlplane import netns
+from lab.controlplane import kubeconfig, netns
 from tests.support.labctl import Result, labctl, write_stack
 from tests.support.live_stack import derived_values
 
@@ -66,3 +66,32 @@ def test_each_disagreement_with_the_cluster_is_a_line_with_its_fix(
     assert f"not a node of the cluster (it has {first['name']}, {second['name']})" in out
     assert "the cluster already runs Kueue" in out and "kueueInstalled: true" in out
     assert "1 warning, 3 errors" in out
+
+
+def _token(plane: controlplane.ControlPlane, which: str) -> str:
+    """A token the API server refuses, or one of a ServiceAccount that may read nothing (the
+    default one of namespace default, which no binding names)."""
+    if which == "refused":
+        return "not-a-token-of-this-cluster"
+    return controlplane.kubectl(plane.layout, "create", "token", "default", "-n", "default").stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("which", "said"),
+    [
+        ("refused", "answered 401 Unauthorized to GET /version; renew the kubeconfig's credentials"),
+        ("unprivileged", "answered 403 Forbidden to GET /api/v1/nodes; give the kubeconfig's user read"),
+    ],
+    ids=["refused", "unprivileged"],
+)
+def test_credentials_the_cluster_refuses_are_one_finding_with_its_fix(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path, which: str, said: str
+) -> None:
+    given = tmp_path / "kubeconfig"
+    given.write_text(kubeconfig.for_token(plane.layout, which, _token(plane, which)))
+    values = derived_values(plane, base_stack, KUEUE) | {"kubernetesVersion": release}
+    values["kubeconfig"] = str(given)
+    result = _doctor(plane, tmp_path / "stacks", values)
+    assert result.code == 1, (result.out, result.err)
+    assert said in result.out
+    assert "1 error" in result.out

@@ -55,9 +55,13 @@ def get(api: k8s_client.ApiClient, path: str) -> dict[str, Any] | None:
         if err.status == 404:
             return None
         # The reason only: the body may quote the request.
+        fix = (
+            "renew the kubeconfig's credentials (`kubectl get nodes` with it says the same)"
+            if err.status == 401
+            else "give the kubeconfig's user read access to the nodes and the lab's namespace"
+        )
         raise ClusterUnreachable(
-            f"the API server {server(api)} answered {err.status} {err.reason} to GET {path};"
-            " give the kubeconfig's user read access to the cluster (nodes, and the lab's namespace)"
+            f"the API server {server(api)} answered {err.status} {err.reason} to GET {path}; {fix}"
         ) from None
     # urllib3's HTTPError: refused, reset, timed out or a TLS failure (its reason names which).
     except (urllib3.exceptions.HTTPError, OSError) as err:
