@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from lab.cli.common.console import Level, console
+from lab.cli.common import stackcluster
+from lab.cli.common.console import CliError, Level, console
 from lab.cli.doctor.cluster_checks import kueue_findings, node_findings, version_finding
 from lab.cli.status.cluster import job_state, workloads
 from lab.config import LabConfig, parse_config, read_stack_values, stack_file
@@ -19,25 +20,25 @@ from tests.support.network import free_port
 
 STACK = "given"
 BACKOFF = "BackoffLimitExceeded"
+# A cluster whose API server is on PORT of this machine.
+GIVEN = """apiVersion: v1
+kind: Config
+clusters:
+- {{name: c, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}
+users: [{{name: u, user: {{token: not-a-secret}}}}]
+contexts: [{{name: given, context: {{cluster: c, user: u}}}}]
+"""
 
 
-def _values(kubeconfig: Path, **changes: Any) -> dict[str, Any]:
-    return read_stack_values(stack_file("example-cpu")) | {"kubeconfig": str(kubeconfig)} | changes
+def _values(kubeconfig: Path) -> dict[str, Any]:
+    return read_stack_values(stack_file("example-cpu")) | {"kubeconfig": str(kubeconfig)}
 
 
 @pytest.fixture
 def stacks(tmp_path: Path) -> Path:
     """A kubeconfig stack whose API server does not answer: nothing listens on its port."""
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        f"""apiVersion: v1
-kind: Config
-clusters:
-- {{name: c, cluster: {{server: "https://127.0.0.1:{free_port()}", insecure-skip-tls-verify: true}}}}
-users: [{{name: u, user: {{token: not-a-secret}}}}]
-contexts: [{{name: given, context: {{cluster: c, user: u}}}}]
-"""
-    )
+    kubeconfig.write_text(GIVEN.format(port=free_port()))
     write_stack(tmp_path / "stacks", STACK, _values(kubeconfig))
     return tmp_path / "stacks"
 
@@ -60,6 +61,16 @@ def test_status_on_a_cluster_that_does_not_answer_is_one_line(
 ) -> None:
     result = labctl_in_process("status", "--stack", STACK, "--stacks-dir", stacks)
     assert_one_line_error(result, "the API server https://127.0.0.1:", "does not answer")
+
+
+def test_a_kubeconfig_changed_since_the_stack_was_read_is_refused_as_one_line(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(GIVEN.format(port=free_port()))
+    lab = _lab(kubeconfig=str(kubeconfig))
+    kubeconfig.write_text("kind: Config\n")
+    refused = r"^k8scifar:kubeconfig: .* names no context; name a kubeconfig with one$"
+    with pytest.raises(CliError, match=refused):
+        stackcluster.client(lab)
 
 
 def _lab(**changes: Any) -> LabConfig:

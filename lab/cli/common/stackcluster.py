@@ -27,11 +27,15 @@ class ClusterUnreachable(CliError):
 def client(cfg: LabConfig) -> k8s_client.ApiClient:
     """The official client for the stack's kubeconfig, read and checked as `pulumi up` reads it."""
     assert cfg.kubeconfig is not None
-    # Refused with the stack already (lab.config.checks); read again here, as every reader does.
-    given = kubeapi.read(
-        Path(cfg.kubeconfig), context=cfg.kubeconfig_context, allow_commands=cfg.allow_kubeconfig_commands
-    )
-    return kubeapi.api_client(given)
+    # Checked with the stack already (lab.config.checks); read again here, as every reader does,
+    # so a file changed since is refused too.
+    try:
+        given = kubeapi.read(
+            Path(cfg.kubeconfig), context=cfg.kubeconfig_context, allow_commands=cfg.allow_kubeconfig_commands
+        )
+        return kubeapi.api_client(given)
+    except kubeapi.KubeconfigRefused as err:
+        raise CliError(f"k8scifar:kubeconfig: {err}") from None
 
 
 def server(api: k8s_client.ApiClient) -> str:
