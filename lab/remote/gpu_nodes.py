@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.config import STACKS_DIR, LabConfig
+from lab.config import STACKS_DIR, LabConfig, Node
 from lab.remote.server_cluster import kubectl_get
 
 FIX = 'see docs/troubleshooting.md, "GPU not detected"'
@@ -33,9 +33,6 @@ def allocatable(nodes: Mapping[str, Any]) -> dict[str, int]:
 
 def gpu_shortfalls(lab: LabConfig, nodes: Mapping[str, Any]) -> list[str]:
     """One line per node of the stack whose allocatable GPUs are not the stack's `gpus`."""
-    from lab.cluster.namespace import gpu_namespace
-    from lab.cluster.pods import GPU_RESOURCE
-
     found = allocatable(nodes)
     lines = []
     for node in lab.nodes:
@@ -43,18 +40,29 @@ def gpu_shortfalls(lab: LabConfig, nodes: Mapping[str, Any]) -> list[str]:
         if have is None:
             if node.gpus:
                 lines.append(f"GPU node {node.name} is not in the cluster; `labctl validate` says why")
-        elif have == 0 and node.gpus:
-            lines.append(
-                f"GPU node {node.name} reports no allocatable {GPU_RESOURCE} (the stack gives it"
-                f" {node.gpus}): the NVIDIA device plugin there sees no GPU and GPU pods stay Pending;"
-                f" its log in namespace {gpu_namespace(lab)} says why ({FIX})"
-            )
-        elif have != node.gpus:
-            lines.append(
-                f"node {node.name} reports {have} allocatable {GPU_RESOURCE}, the stack gives it"
-                f" {node.gpus}: set `gpus: {have}` for it in the stack file or fix the node ({FIX})"
-            )
+        elif line := gpu_shortfall(lab, node, have):
+            lines.append(line)
     return lines
+
+
+def gpu_shortfall(lab: LabConfig, node: Node, have: int) -> str | None:
+    """The line for a node of the cluster that reports `have` allocatable GPUs, unless the stack
+    gives it as many."""
+    from lab.cluster.namespace import gpu_namespace
+    from lab.cluster.pods import GPU_RESOURCE
+
+    if have == node.gpus:
+        return None
+    if have == 0:
+        return (
+            f"GPU node {node.name} reports no allocatable {GPU_RESOURCE} (the stack gives it"
+            f" {node.gpus}): the NVIDIA device plugin there sees no GPU and GPU pods stay Pending;"
+            f" its log in namespace {gpu_namespace(lab)} says why ({FIX})"
+        )
+    return (
+        f"node {node.name} reports {have} allocatable {GPU_RESOURCE}, the stack gives it"
+        f" {node.gpus}: set `gpus: {have}` for it in the stack file or fix the node ({FIX})"
+    )
 
 
 def gpu_node_lines(cfg: LabConfig, stack: str, stacks_dir: Path = STACKS_DIR) -> list[str]:

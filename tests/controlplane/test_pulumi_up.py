@@ -24,8 +24,10 @@ from lab.cluster import training
 from lab.cluster.labels import selector_labels
 from lab.cluster.namespace import build_namespace
 from lab.config import PROJECT
+from lab.controlplane import netns
 from tests.support.build_play import PLAYED_DIGEST
 from tests.support.handoff_play import account_kubeconfig, hand_off
+from tests.support.labctl import labctl
 from tests.support.live_stack import (
     LiveStack,
     brought_up,
@@ -75,6 +77,25 @@ def test_the_kubeconfig_stays_out_of_the_output_and_the_state(
     state = "".join(p.read_text() for p in live.project.backend.rglob("*.json"))
     assert key not in live.up.stdout + live.up.stderr
     assert key not in state
+
+
+def test_labctl_status_reads_the_ranks_and_workloads_through_the_api(
+    plane: controlplane.ControlPlane, live: LiveStack
+) -> None:
+    """As the operator runs it beside the stack: no node is logged in to."""
+    stacks = live.project.stack_file(live.stack).parent
+    args = ("status", "--stack", live.stack, "--stacks-dir", stacks)
+    result = labctl(*args, prefix=netns.inside(plane.layout))
+    assert result.code == 0, (result.out, result.err)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.out.splitlines()]
+    names = {n.name for n in live.lab.nodes}
+    ranks = [row for row in rows if len(row) == 5 and row[2] in names]
+    assert sorted(row[0] for row in ranks) == [str(i) for i in range(live.lab.replicas)], result.out
+    assert all(row[3] == "Running" for row in ranks), result.out
+    (statefulset,) = [row for row in rows if row[:1] == ["StatefulSet"]]
+    assert statefulset[2] == f"{live.lab.replicas}/{live.lab.replicas} ready", result.out
+    assert any(row[:1] == ["Job"] and row[2] == "complete" for row in rows), result.out
+    assert "run progress:" in result.out
 
 
 def test_a_second_up_changes_nothing(live: LiveStack) -> None:

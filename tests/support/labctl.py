@@ -9,7 +9,7 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,11 +50,13 @@ class Result:
     err: str
 
 
-def labctl(*args: str | Path, stdin: str = "") -> Result:
-    """`labctl ARGS` in a fresh process, as the operator types it; output wide enough to read whole."""
-    env = os.environ | {"COLUMNS": "250", "TERM": "dumb"}
+def labctl(*args: str | Path, stdin: str = "", prefix: Sequence[str] = (), columns: int = 250) -> Result:
+    """`labctl ARGS` in a fresh process, as the operator types it, behind `prefix` (such as the
+    control plane's network namespace); output wide enough to read whole, unless `columns` makes
+    doctor print its findings as a list (lab.cli.common.console.print_findings)."""
+    env = os.environ | {"COLUMNS": str(columns), "TERM": "dumb"}
     done = subprocess.run(
-        [sys.executable, "-m", "lab.cli", *map(str, args)],
+        [*prefix, sys.executable, "-m", "lab.cli", *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,

@@ -2,7 +2,8 @@
 
 Its checks are the package's modules: the operator's machine against the lock (`operator_checks`,
 `locks`), each node over SSH (`preflight`, `gpu_fit`), the links between the nodes (`bandwidth`),
-and what the slowest link means for DDP (`ddp_cost`).
+and what the slowest link means for DDP (`ddp_cost`); on a stack that names a cluster's
+kubeconfig, that cluster through its API in place of the nodes and links (`cluster_checks`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import itertools
 
 from lab.cli.common.console import CliError, Finding, Level, console, plural, print_findings
 from lab.cli.common.stackarg import add_stack_option, load
-from lab.cli.doctor import bandwidth, operator_checks, preflight
+from lab.cli.doctor import bandwidth, cluster_checks, operator_checks, preflight
 from lab.cli.doctor.ddp_cost import ADVICE_TEXT, Advice, ddp_cost
 from lab.config import Compression, LabConfig, Placement
 from lab.remote.ssh import Remote, SshError
@@ -27,7 +28,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         " sync, free ports, the configured interfaces, the trainer's uid, two nodes on one machine, an"
         " existing cluster the lab did not install, the host firewall when the ranks use the host"
         " network, the bandwidth between every pair of nodes, and what the slowest link means for DDP at"
-        " the planned world size."
+        " the planned world size. On a stack that names a cluster's kubeconfig, the cluster through its API"
+        " instead of the nodes over SSH: it answers, the stack's nodes and their GPUs, and Kueue as the"
+        " stack says."
         " Exits 1 when any finding is an error.",
     )
     add_stack_option(parser)
@@ -54,13 +57,19 @@ def run(args: argparse.Namespace) -> int:
                 operator_checks.python_dependencies(),
                 operator_checks.python_imports(),
             ]
-    machines: dict[str, str] = {}
-    for node in cfg.nodes:
-        with console.status(f"checking {node.name} ({node.address})"):
-            findings += preflight.node_findings(cfg, args.stack, node, machines)
+    if cfg.bootstraps_hosts:
+        machines: dict[str, str] = {}
+        for node in cfg.nodes:
+            with console.status(f"checking {node.name} ({node.address})"):
+                findings += preflight.node_findings(cfg, args.stack, node, machines)
+    else:
+        findings.append(cluster_checks.hosts_skipped(cfg))
+        with console.status(f"checking the cluster of {cfg.kubeconfig}"):
+            findings += cluster_checks.cluster_findings(cfg)
     reachable = not any(f.check == "SSH" and f.level is Level.ERROR for f in findings)
     links: list[bandwidth.Measurement] = []
-    if len(cfg.nodes) > 1 and reachable and not args.no_bandwidth:
+    # The bandwidth is measured over SSH between the nodes: a cluster's owner's machines are not.
+    if len(cfg.nodes) > 1 and cfg.bootstraps_hosts and reachable and not args.no_bandwidth:
         link_results, links = link_findings(cfg, args.stack, args.bandwidth_mib)
         findings += link_results
     if cfg.batch_note:

@@ -15,8 +15,8 @@ from rich.table import Table
 from lab.cli.common.console import CliError, console, errors, shown
 from lab.cli.common.runsource import print_problems, run_option, runs_source
 from lab.cli.common.stackarg import add_stack_option, flags, load
-from lab.cli.status import live
-from lab.config import STACKS_DIR
+from lab.cli.status import cluster, live
+from lab.config import STACKS_DIR, LabConfig
 from lab.remote.gpu_nodes import gpu_node_lines
 from lab.remote.pods import Rank, training_ranks
 from trainer.contract import TRAINED_ON
@@ -26,7 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "status",
         help="show the training run as it stands",
-        description="Ranks and where they run (kubectl on the server over SSH), their live figures from"
+        description="Ranks and where they run (kubectl on the server over SSH; on a stack that names a"
+        " cluster's kubeconfig, the cluster's API, with its StatefulSets and Jobs), their live figures from"
         " the lab's Prometheus (step, epoch, train loss and images/s per rank, through the API server),"
         " and the run's progress from its status.json and metrics.jsonl on the NFS export.",
     )
@@ -153,18 +154,54 @@ def ranks_table(ranks: list[Rank]) -> Table:
     return table
 
 
+def workloads_table(found: list[cluster.Workload]) -> Table:
+    table = Table(title="StatefulSets and Jobs", title_justify="left")
+    for column in ("kind", "name", "state"):
+        table.add_column(column)
+    for w in found:
+        table.add_row(*map(shown, (w.kind, w.name, w.state)))
+    return table
+
+
+def show_cluster(args: argparse.Namespace, cfg: LabConfig) -> None:
+    """The lab's part of a cluster the stack names by kubeconfig, through its API."""
+    view = cluster.read(cfg)
+    for line in view.gpu_lines:
+        errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
+    if view.ranks:
+        console.print(ranks_table(view.ranks))
+    if view.workloads:
+        console.print(workloads_table(view.workloads))
+    else:
+        console.print(
+            f"no StatefulSet or Job in namespace {cfg.namespace} of the cluster yet;"
+            f" `pulumi up --stack {args.stack}` declares them",
+            soft_wrap=True,
+        )
+    # The run folders are on the lab's volume, which labctl reads over SSH on a lab it
+    # bootstrapped; a cluster's machines are its owner's.
+    console.print(
+        "[yellow]run progress: labctl reads the run folders on the NFS server over SSH, and does not"
+        " log in to a cluster's machines; copy the runs folder and pass --runs-dir DIR[/]",
+        soft_wrap=True,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     run_option(args.run)
-    source = runs_source(args)
     cfg = None
     if args.runs_dir is None:
         cfg = load(args)
+        if not cfg.bootstraps_hosts:
+            show_cluster(args, cfg)
+            return 0
         if cfg.installs_kubernetes:
             for line in gpu_node_lines(cfg, args.stack, args.stacks_dir):
                 errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
             ranks = training_ranks(cfg, args.stack, args.stacks_dir)
             if ranks:
                 console.print(ranks_table(ranks))
+    source = runs_source(args)
     found = source.collect()
     print_problems(found)
     picked = pick_run(found, args.run, source.where, what_starts_a_run(args))

@@ -1,0 +1,87 @@
+"""The cluster a stack names with `k8scifar:kubeconfig`, asked through lab.kubeapi and the official
+client: what `labctl` reads there, where a lab it bootstrapped is asked with the server's own
+kubectl over SSH (lab.remote.server_cluster). The cluster's machines are its owner's: nothing here
+logs in to one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+
+from lab import kubeapi
+from lab.cli.common.console import CliError
+from lab.config import LabConfig
+
+# An API server that answers at all answers a list within this; longer is a cluster in trouble.
+TIMEOUT_SECONDS = 15
+
+
+class ClusterUnreachable(CliError):
+    """The stack's cluster did not answer, or refused its kubeconfig's credentials."""
+
+
+def client(cfg: LabConfig) -> k8s_client.ApiClient:
+    """The official client for the stack's kubeconfig, read and checked as `pulumi up` reads it."""
+    assert cfg.kubeconfig is not None
+    # Checked with the stack already (lab.config.checks); read again here, as every reader does,
+    # so a file changed since is refused too.
+    try:
+        given = kubeapi.read(
+            Path(cfg.kubeconfig), context=cfg.kubeconfig_context, allow_commands=cfg.allow_kubeconfig_commands
+        )
+        return kubeapi.api_client(given)
+    except kubeapi.KubeconfigRefused as err:
+        raise CliError(f"k8scifar:kubeconfig: {err}") from None
+
+
+def server(api: k8s_client.ApiClient) -> str:
+    return str(api.configuration.host)
+
+
+def get(api: k8s_client.ApiClient, path: str) -> dict[str, Any] | None:
+    """The JSON object the API server answers at `path`, or None where it has none (404: an API
+    the cluster does not serve). ClusterUnreachable, one line, for no answer or a refusal."""
+    try:
+        reply = api.call_api(
+            path,
+            "GET",
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+            _request_timeout=TIMEOUT_SECONDS,
+        )
+        found = json.loads(reply.data)
+    except k8s_client.ApiException as err:
+        if err.status == 404:
+            return None
+        # The reason only: the body may quote the request.
+        fix = (
+            "renew the kubeconfig's credentials (`kubectl get nodes` with it says the same)"
+            if err.status == 401
+            else "give the kubeconfig's user read access to the nodes and the lab's namespace"
+        )
+        raise ClusterUnreachable(
+            f"the API server {server(api)} answered {err.status} {err.reason} to GET {path}; {fix}"
+        ) from None
+    # urllib3's HTTPError: refused, reset, timed out or a TLS failure (its reason names which).
+    except (urllib3.exceptions.HTTPError, OSError) as err:
+        reason = getattr(err, "reason", None) or err
+        raise ClusterUnreachable(
+            f"the API server {server(api)} does not answer ({type(reason).__name__}); check that the"
+            " cluster runs and that this machine reaches the kubeconfig's server"
+        ) from None
+    except ValueError:
+        raise ClusterUnreachable(f"the API server {server(api)} answered GET {path} with no JSON") from None
+    if not isinstance(found, dict):
+        raise ClusterUnreachable(f"the API server {server(api)} answered GET {path} with no JSON object")
+    return found
+
+
+def items(api: k8s_client.ApiClient, path: str) -> dict[str, Any]:
+    """The list at `path`, as `kubectl get -o json` prints it: {"items": [...]}, empty for an API
+    the cluster does not serve."""
+    return get(api, path) or {"items": []}

@@ -1,0 +1,97 @@
+"""`labctl doctor` on a stack that names the real control plane's kubeconfig, run as the operator
+runs it: the cluster checked through its API, no node logged in to; a stack that disagrees with
+the cluster gets an error or warning line for each disagreement, with its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab import controlplane
+from lab.controlplane import kubeconfig, netns
+from tests.support.labctl import Result, labctl, write_stack
+from tests.support.live_stack import derived_values
+
+KUEUE = {"gang": "kueue", "kueueInstalled": True}
+
+
+def _doctor(plane: controlplane.ControlPlane, stacks: Path, values: dict[str, Any]) -> Result:
+    write_stack(stacks, "given", values)
+    # --nodes-only: the operator's machine (Pulumi CLI, packages) is doctor's other tests' part.
+    args = ("doctor", "--stack", "given", "--stacks-dir", stacks, "--nodes-only")
+    # A terminal too narrow for the table: each finding is then one paragraph, read whole below.
+    done = labctl(*args, prefix=netns.inside(plane.layout), columns=60)
+    return Result(done.code, " ".join(done.out.split()), done.err)
+
+
+@pytest.fixture(scope="module")
+def release(plane: controlplane.ControlPlane) -> str:
+    """The control plane's Kubernetes release, as its API server says."""
+    said = json.loads(controlplane.kubectl(plane.layout, "version", "-o", "json").stdout)
+    return str(said["serverVersion"]["gitVersion"]).removeprefix("v")
+
+
+def test_a_stack_that_matches_the_cluster_is_all_ok(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE) | {"kubernetesVersion": release}
+    result = _doctor(plane, tmp_path, values)
+    assert result.code == 0, (result.out, result.err)
+    assert "not checked over SSH: the stack names the cluster's kubeconfig" in result.out
+    assert f"answers: Kubernetes v{release}" in result.out
+    assert "serves kueue.x-k8s.io/v1beta2, as kueueInstalled says" in result.out
+    assert "0 warnings, 0 errors" in result.out
+
+
+def test_each_disagreement_with_the_cluster_is_a_line_with_its_fix(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, {"gang": "kueue"})  # Kueue runs there already
+    first, second = values["nodes"]
+    values["nodes"] = [first | {"gpus": 1}, second | {"name": "elsewhere", "gpus": 1}]
+    values["kubernetesVersion"] = "1.33.5"
+    assert not release.startswith("1.33."), "the release below must differ from the cluster's"
+    result = _doctor(plane, tmp_path, values)
+    assert result.code == 1, (result.out, result.err)
+    out = " ".join(result.out.split())
+    assert (
+        "the stack says 1.33.5" in out and f'kubernetesVersion to the cluster\'s release ("{release}")' in out
+    )
+    assert (
+        f"node {first['name']} reports 0 allocatable nvidia.com/gpu" in out or "reports no allocatable" in out
+    )
+    assert f"not a node of the cluster (it has {first['name']}, {second['name']})" in out
+    assert "the cluster already runs Kueue" in out and "kueueInstalled: true" in out
+    assert "1 warning, 3 errors" in out
+
+
+def _token(plane: controlplane.ControlPlane, which: str) -> str:
+    """A token the API server refuses, or one of a ServiceAccount that may read nothing (the
+    default one of namespace default, which no binding names)."""
+    if which == "refused":
+        return "not-a-token-of-this-cluster"
+    return controlplane.kubectl(plane.layout, "create", "token", "default", "-n", "default").stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("which", "said"),
+    [
+        ("refused", "answered 401 Unauthorized to GET /version; renew the kubeconfig's credentials"),
+        ("unprivileged", "answered 403 Forbidden to GET /api/v1/nodes; give the kubeconfig's user read"),
+    ],
+    ids=["refused", "unprivileged"],
+)
+def test_credentials_the_cluster_refuses_are_one_finding_with_its_fix(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path, which: str, said: str
+) -> None:
+    given = tmp_path / "kubeconfig"
+    given.write_text(kubeconfig.for_token(plane.layout, which, _token(plane, which)))
+    values = derived_values(plane, base_stack, KUEUE) | {"kubernetesVersion": release}
+    values["kubeconfig"] = str(given)
+    result = _doctor(plane, tmp_path / "stacks", values)
+    assert result.code == 1, (result.out, result.err)
+    assert said in result.out
+    assert "1 error" in result.out
