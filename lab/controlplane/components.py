@@ -113,6 +113,10 @@ def _controller_manager(bin_dir: Path, layout: Layout, pki: Pki) -> Component:
             f"--root-ca-file={pki.cert('ca')}",
             f"--cluster-cidr={POD_RANGE}",
             f"--service-cluster-ip-range={SERVICE_RANGE}",
+            # One kwok process renews every node's lease; on a loaded two-core machine a renewal
+            # can come later than upstream's grace (50 s), and the node lifecycle controller would
+            # then taint the nodes unreachable and evict the run under test. Nothing here tests it.
+            "--node-monitor-grace-period=10m",
         ],
     )
 

@@ -75,11 +75,16 @@ def brought_up(
     live = LiveStack(project, stack, values, lab, done, play)
     yield live
     # Whatever a test left, the next module meets an empty cluster.
-    live.pulumi("destroy", "--yes", "--skip-preview")
+    ok(live.pulumi("destroy", "--yes", "--skip-preview"))
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert done.returncode == 0, (done.stdout[-4000:], done.stderr[-2000:])
+    """`done`, which must have succeeded; else the failure says what the engine reported (its
+    diagnostics, which name each resource that failed and why) and the end of the rest."""
+    diagnostics = done.stdout.partition("Diagnostics:")[2].partition("\nResources:")[0]
+    assert done.returncode == 0, (
+        f"{' '.join(done.args[-6:])} failed:\n{diagnostics[-6000:]}\n{done.stderr[-2000:]}"
+    )
     return done
 
 
