@@ -40,13 +40,12 @@ import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from lab.bootstrap.kubeconfig import RUNS_CODE, fault_at
 from trainer.records.runfolders import Unfit, read_named
 
 # A kubeconfig and each certificate, key or token it names are a few KiB; this bounds what a
 # kubeconfig can make the lab read into memory.
 MAX_FILE_BYTES = 1024 * 1024
-# The user entries that run a command on this machine (client-go tools/clientcmd/api/v1 AuthInfo).
-RUNS_COMMANDS = ("exec", "auth-provider")
 # The fields the lab reads (client-go tools/clientcmd/api/v1 Cluster and AuthInfo). Anything else
 # changes whom the client talks to or as whom (`proxy-url`, `as`, `username`) and is refused
 # rather than silently left out.
@@ -56,7 +55,7 @@ CLUSTER_FIELDS = frozenset(
 )  # fmt: skip
 USER_FIELDS = frozenset(
     {"client-certificate", "client-certificate-data", "client-key", "client-key-data", "token",
-     "tokenFile", "extensions", *RUNS_COMMANDS}
+     "tokenFile", "extensions", *RUNS_CODE}
 )  # fmt: skip
 # File references and the inline field each becomes.
 FILE_FIELDS = {
@@ -118,7 +117,7 @@ def load(
             f"{where}: context {name!r} names no https:// API server (its cluster's `server`);"
             " the lab sends its credentials over TLS only"
         )
-    runs = [k for k in RUNS_COMMANDS if k in user]
+    runs = [k for k in RUNS_CODE if k in user]
     if runs and not allow_commands:
         raise KubeconfigRefused(
             f"{where}: the user of context {name!r} has {' and '.join(runs)}, which runs a command on"
@@ -196,10 +195,7 @@ def _document(text: str, where: str) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        # Only where: PyYAML's message quotes the text around the fault, which may be a key.
-        mark = getattr(err, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise KubeconfigRefused(f"{where} is not YAML{at}; name a kubeconfig file") from None
+        raise KubeconfigRefused(f"{where} is not YAML{fault_at(err)}; name a kubeconfig file") from None
     if not isinstance(doc, dict) or doc.get("kind", "Config") != "Config":
         raise KubeconfigRefused(f"{where} is not a kubeconfig (`kind: Config`); name a kubeconfig file")
     return doc

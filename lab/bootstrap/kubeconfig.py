@@ -23,8 +23,16 @@ from lab.config.facts import API_PORT
 # What the lab's copy keeps: the credentials and CA data k3s and kubeadm write, or a bearer token.
 USER_KEYS = frozenset({"client-certificate-data", "client-key-data", "token"})
 CLUSTER_KEYS = frozenset({"certificate-authority-data", "server", "tls-server-name"})
-# User entries that run code on the operator's machine, named as such in the refusal.
+# User entries that run code on the operator's machine (client-go tools/clientcmd/api/v1 AuthInfo),
+# named as such in the refusal; lab.kubeapi runs them only where the operator allows it.
 RUNS_CODE = ("exec", "auth-provider")
+
+
+def fault_at(err: yaml.YAMLError) -> str:
+    """Where in a kubeconfig's text `err` lies, as " (line L, column C)" or "": never PyYAML's
+    message, which quotes the text around the fault, and that may be a key."""
+    mark = getattr(err, "problem_mark", None)
+    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
 
 
 class KubeconfigError(ValueError):
@@ -55,10 +63,7 @@ def rewrite(kubeconfig: str, server_address: str, name: str) -> str:
     try:
         doc = yaml.safe_load(kubeconfig)
     except yaml.YAMLError as err:
-        # Only where: PyYAML's message quotes the text around the fault, which may be the key.
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise KubeconfigError(f"the server's kubeconfig is not YAML{where}") from None
+        raise KubeconfigError(f"the server's kubeconfig is not YAML{fault_at(err)}") from None
     if not isinstance(doc, dict) or doc.get("kind") != "Config":
         raise KubeconfigError("the server's kubeconfig is not a `kind: Config` document")
     cluster = _entry(_only(doc, "clusters"), "cluster", CLUSTER_KEYS)
