@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.testbed.images import userland
 from lab.testbed.images.build import CP_PROGRAMS, NETFILTER_FOLDERS, NETFILTER_PROGRAMS
-from tests.support.tiers import costly
+from tests.support.tiers import TEST_MACHINES, costly
 
 TOOL_PROGRAMS = ("kube", "etcd", "coredns", "flanneld", "flannel")
 
@@ -50,9 +50,13 @@ def host_debian_root(folder: Path) -> Path:
     return folder
 
 
-@costly("a package install (iptables, nftables, conntrack) into a copy of the test machines' tree")
+@costly(
+    "a package install (iptables, nftables, conntrack) into a copy of the test machines' tree",
+    shares=TEST_MACHINES,
+)
 def netfilter_tree() -> Path:
-    """The Debian 12 tree the real images are built from (lab.testbed.images.debian)."""
+    """The Debian 12 tree the real images are built from (lab.testbed.images.debian). It may build
+    the test machines' base tree in their cache, so it takes turns with the integration tier."""
     from lab.testbed import aptproxy, rootfs
     from lab.testbed.images import debian
 
