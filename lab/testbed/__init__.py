@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.testbed import aptproxy, machines, network, processes, rootfs
+from lab.testbed import aptproxy, cgroups, machines, network, pod_network, processes, rootfs
 from lab.testbed.commands import TestbedError, missing_tools, run
 from lab.testbed.layout import CACHE_ROOT, Layout, Machine
 
@@ -111,6 +111,7 @@ def _build(layout: Layout) -> Testbed:
     public_key = layout.key.with_suffix(".pub").read_text()
     base = rootfs.base_tree(mirror)
     network.create(layout)
+    pod_network.route(layout)
     pids = {"apt-cacher-ng": aptproxy.start(layout, mirror).pid}
     testbed = Testbed(layout, pids)
     _save(testbed)
@@ -118,6 +119,7 @@ def _build(layout: Layout) -> Testbed:
     booting = {}
     for machine in layout.machines:
         rootfs.install(layout, machine, base, public_key)
+        pod_network.install(layout, machine)
         booting[machine] = machines.boot(machine, layout.state / f"{machine.name}.log")
         pids[machine.name] = booting[machine].pid
         _save(testbed)
@@ -152,6 +154,8 @@ def down(layout: Layout, purge_cache: bool = False) -> None:
     for netns in network.own_namespaces(layout):
         for pid in network.namespace_pids(netns):
             _kill(pid, signal.SIGKILL)
+    for machine in layout.machines:
+        cgroups.remove(machine)
     network.remove(layout)
     if layout.state.exists():
         machines.release_runtime_dir(layout)

@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from lab.testbed import cgroups, kubelet_host
 from lab.testbed.commands import TestbedError, run
 from lab.testbed.layout import NSPAWN_RUNTIME, USER, Layout, Machine
 
@@ -58,11 +59,18 @@ def boot(machine: Machine, log: Path) -> subprocess.Popen[bytes]:
         # Within the machine's own network namespace: links and firewall rules, as a node's CNI
         # and kube-proxy make them, can be made, listed and removed there.
         "--capability=CAP_NET_ADMIN",
+        *kubelet_host.NSPAWN_OPTIONS,
         "--boot",
     ]
+    join = cgroups.joiner(cgroups.create(machine))
     with log.open("wb") as out:
         return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=join,  # the child only writes its own pid to cgroupfs: safe before exec
         )
 
 

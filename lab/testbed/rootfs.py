@@ -12,6 +12,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from lab.testbed import kubelet_host
 from lab.testbed.commands import run
 from lab.testbed.layout import CACHE_ROOT, USER, Layout, Machine
 
@@ -58,6 +59,7 @@ def install(layout: Layout, machine: Machine, base: Path, public_key: str) -> No
     sudoers.write_text(f"{USER} ALL=(ALL) NOPASSWD:ALL\n")
     sudoers.chmod(0o440)
     _authorize(root, public_key)
+    kubelet_host.prepare(root)
 
 
 def _pin_host_keys(layout: Layout, machine: Machine) -> None:
