@@ -36,6 +36,7 @@ from lab.config.facts import (
     VXLAN_PORT,
 )
 from lab.files import MachineError, ensure_folder, machine_problem, write_file
+from lab.machine_settings import MACHINE_SETTINGS_FILE
 from lab.paths import STATE_DIR, STATE_VARIABLE
 from lab.remote.trust import login_problem
 
@@ -175,6 +176,7 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_trainer_host_network": lab.trainer.host_network,
         "lab_airgap": airgap,
         "lab_flannel_daemonset": list(FLANNEL_DAEMONSET),
+        "lab_machine_settings_file": MACHINE_SETTINGS_FILE,
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
         **image_requirement_vars(),
         "lab_state_dir": NODE_STATE_DIR,
