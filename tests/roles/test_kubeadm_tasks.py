@@ -23,9 +23,13 @@ from pathlib import Path
 import pytest
 
 from lab.bootstrap.tokens import new_kubeadm_token
+from lab.machine_settings import MachineSettings
 from tests.support.local_play import run_tasks
 
 DATA = Path(__file__).parent / "data"
+# What the inventory and the machine_settings role give every task file: an online install on a
+# node without a settings file of its own.
+ONLINE = {"lab_airgap": {}, "machine_settings_found": MachineSettings().for_roles()}
 
 # Records its arguments; `init` leaves admin.conf behind (the early kubeconfig phase) and fails
 # late, printing the token the way kubeadm's join hint does, while $FAKE_DIR/fail exists.
@@ -114,6 +118,7 @@ esac
 
 def _join(work: Path) -> tuple[int, str]:
     variables = {
+        **ONLINE,
         "node_role": "agent",
         "node_address": "10.77.0.12",
         "lab_server_name": "node",
@@ -200,6 +205,7 @@ def _served(folder: Path) -> Iterator[str]:
 
 def _flannel(work: Path, url: str, **pins: str) -> tuple[int, str]:
     variables = {
+        **ONLINE,
         "kubeadm_flannel_manifest_url": url,
         "kubeadm_flannel_manifest": str(work / "kube-flannel.yml"),
         "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
@@ -259,6 +265,7 @@ def _containerd(work: Path, gpus: int) -> list[str]:
     """The kubeadm role's containerd tasks on a node with `gpus` GPUs; the calls they made."""
     (work / "calls").unlink(missing_ok=True)
     variables = {
+        **ONLINE,
         "kubeadm_containerd_config": str(work / "config.toml"),
         "kubeadm_containerd_base": str(work / "config.toml.k8scifar-base"),
         "kubeadm_containerd_backup": str(work / "config.toml.orig"),
