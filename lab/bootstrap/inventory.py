@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.config import (
+    Airgap,
     ConfigError,
     Distribution,
     HostKeyPolicy,
@@ -26,6 +27,7 @@ from lab.config.facts import (
     BUILD_PROFILE,
     CLUSTER_NETWORKS,
     EPHEMERAL_PORTS,
+    FLANNEL_DAEMONSET,
     KUBELET_PORT,
     MAX_COMPUTE_CAPABILITY,
     MIN_COMPUTE_CAPABILITY,
@@ -34,6 +36,7 @@ from lab.config.facts import (
     VXLAN_PORT,
 )
 from lab.files import MachineError, ensure_folder, machine_problem, write_file
+from lab.machine_settings import MACHINE_SETTINGS_FILE
 from lab.paths import STATE_DIR, STATE_VARIABLE
 from lab.remote.trust import login_problem
 
@@ -134,12 +137,28 @@ def image_requirement_vars() -> dict[str, Any]:
     }
 
 
+def airgap_vars(airgap: Airgap) -> dict[str, Any]:
+    """The local files of an offline install, for the distribution's role: k3s's two, or kubeadm's
+    (an unset image tag as "", kubeadm's default: the engine drops a None)."""
+    if airgap.kubeadm is None:
+        return {"k3s_binary": airgap.k3s_binary, "images_tarball": airgap.images_tarball}
+    files = airgap.kubeadm
+    return {
+        "kubeadm": files.kubeadm,
+        "kubelet": files.kubelet,
+        "kubectl": files.kubectl,
+        "cni_plugins": files.cni_plugins,
+        "images": list(files.images),
+        "flannel_manifest": files.flannel_manifest,
+        "coredns_tag": files.coredns_tag or "",
+        "etcd_tag": files.etcd_tag or "",
+    }
+
+
 def lab_vars(lab: LabConfig) -> dict[str, Any]:
     """Group variables of `all`: everything the roles need to know about the lab as a whole."""
     # Empty, not None, without one: the engine drops a None on its way to the provider.
-    airgap = {}
-    if lab.airgap is not None:
-        airgap = {"k3s_binary": lab.airgap.k3s_binary, "images_tarball": lab.airgap.images_tarball}
+    airgap = {} if lab.airgap is None else airgap_vars(lab.airgap)
     return {
         "lab_distribution": lab.distribution.value,
         "lab_kubernetes_version": lab.kubernetes_version,
@@ -156,6 +175,8 @@ def lab_vars(lab: LabConfig) -> dict[str, Any]:
         "lab_trainer_port": lab.trainer.port,
         "lab_trainer_host_network": lab.trainer.host_network,
         "lab_airgap": airgap,
+        "lab_flannel_daemonset": list(FLANNEL_DAEMONSET),
+        "lab_machine_settings_file": MACHINE_SETTINGS_FILE,
         "lab_skip": {step.value: reason for step, reason in lab.skip.items()},
         **image_requirement_vars(),
         "lab_state_dir": NODE_STATE_DIR,

@@ -13,6 +13,7 @@ from lab.config.facts import (
     CLUSTER_NETWORKS,
     EPHEMERAL_PORTS,
     HELD_PORTS,
+    KUBEADM_AIRGAP_MIN_MINOR,
     KUBEADM_SERVER_PORTS,
     KUEUE_MIN_K8S_MINOR,
     NFS_PORT,
@@ -23,7 +24,7 @@ from lab.config.facts import (
 )
 from lab.config.keys import KeyModel
 from lab.config.lab_config import LabConfig
-from lab.config.machines import Distribution, Node, Registry, Role
+from lab.config.machines import Airgap, Distribution, Node, Registry, Role
 from lab.config.workload import (
     SWEEP_PARAMETERS,
     Backend,
@@ -84,8 +85,8 @@ def cross_checks(cfg: LabConfig) -> list[str]:
             " remove one of them"
         )
     problems.extend(_kubeconfig_problems(cfg))
-    if cfg.airgap is not None and cfg.distribution is not Distribution.K3S:
-        problems.append("k8scifar:airgap: only k3s installs from local files; remove it or use k3s")
+    if cfg.airgap is not None:
+        problems.extend(_airgap_checks(cfg, cfg.airgap))
     if cfg.trainer.backend is Backend.NCCL and not cfg.has_gpus:
         problems.append("k8scifar:trainer.backend: nccl needs GPUs and no node has any; use gloo or auto")
     if cfg.trainer.replicas is not None and cfg.trainer.replicas > cfg.max_replicas:
@@ -114,6 +115,49 @@ def cross_checks(cfg: LabConfig) -> list[str]:
             f" runs {cfg.kubernetes_version}; use none or a newer kubernetesVersion"
         )
     return problems
+
+
+def _airgap_checks(cfg: LabConfig, airgap: Airgap) -> list[str]:
+    """The airgap keys of the stack's distribution present, and none of the other's."""
+    if cfg.distribution is Distribution.K3S:
+        if airgap.kubeadm is not None:
+            return [
+                "k8scifar:airgap.kubeadm: lists kubeadm's files and the stack installs k3s; remove it and"
+                " give k3sBinary and imagesTarball, or set distribution: kubeadm"
+            ]
+        missing = [
+            key
+            for key, value in (("k3sBinary", airgap.k3s_binary), ("imagesTarball", airgap.images_tarball))
+            if value is None
+        ]
+        if missing:
+            return [
+                f"k8scifar:airgap: a k3s install from local files needs k3sBinary and imagesTarball;"
+                f" add {' and '.join(missing)}"
+            ]
+        return []
+    k3s_keys = [
+        key
+        for key, value in (("k3sBinary", airgap.k3s_binary), ("imagesTarball", airgap.images_tarball))
+        if value is not None
+    ]
+    if k3s_keys:
+        return [
+            f"k8scifar:airgap.{k3s_keys[0]}: is k3s's and the stack installs kubeadm; remove"
+            f" {' and '.join(k3s_keys)} and list kubeadm's files under airgap.kubeadm"
+        ]
+    if airgap.kubeadm is None:
+        return [
+            "k8scifar:airgap: a kubeadm install from local files needs its files under airgap.kubeadm"
+            " (docs/hosts.md, Offline kubeadm); add them, or remove airgap to install from the internet"
+        ]
+    if cfg.kubernetes_minor < KUBEADM_AIRGAP_MIN_MINOR:
+        return [
+            f"k8scifar:airgap.kubeadm: kubeadm {cfg.kubernetes_version} needs crictl, which an offline"
+            f" install does not carry; use kubernetesVersion 1.{KUBEADM_AIRGAP_MIN_MINOR} or later, or"
+            " install from the internet"
+        ]
+    return []
 
 
 def _placement_problem(cfg: LabConfig, replicas: int) -> str:

@@ -134,11 +134,27 @@ NOBODY_UID = 65534
 # escaping (plugins/connection/ssh.py), ssh expands '%' tokens and `${VAR}` in it (ssh_config(5)
 # TOKENS, ENVIRONMENT VARIABLES), and a control character breaks the option.
 KEY_PATH_UNSAFE = re.compile(r'["\\%]|\$\{|[\x00-\x1f\x7f]')
-# The first bytes of what airgap's files must be: an ELF executable (k3s), and a tar archive
-# (POSIX ustar magic at offset 257) or one compressed with zstd (RFC 8878 frame magic) or gzip.
+# The first bytes of what airgap's files must be: an ELF executable (k3s, kubeadm, kubelet,
+# kubectl), and a tar archive (POSIX ustar magic at offset 257) or one compressed with zstd
+# (RFC 8878 frame magic) or gzip (RFC 1952 ID1 ID2).
 ELF_MAGIC = b"\x7fELF"
 TAR_MAGIC = (257, b"ustar")
-COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
+GZIP_MAGIC = b"\x1f\x8b"
+COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", GZIP_MAGIC)
+# Where an offline install's files are published, for the messages that refuse a wrong one.
+K3S_RELEASES = "https://github.com/k3s-io/k3s/releases"
+KUBERNETES_RELEASE_BINARIES = "https://dl.k8s.io/release/v<version>/bin/linux/<arch>/"
+CNI_PLUGINS_RELEASES = "https://github.com/containernetworking/plugins/releases"
+FLANNEL_RELEASES = "https://github.com/flannel-io/flannel/releases"
+# The DaemonSet of flannel's kube-flannel.yml (namespace, name): the kubeadm role points flanneld
+# at the stack's interfaces through it, so an offline manifest must carry it.
+FLANNEL_DAEMONSET = ("kube-flannel", "kube-flannel-ds")
+# kubeadm runs the pause image from its own release and no crictl from 1.32: pkgs.k8s.io's kubeadm
+# package depends on cri-tools up to 1.31 and on nothing from 1.32 (kubernetes/release,
+# cmd/krel/templates/latest/metadata.yaml), so an offline install without crictl needs 1.32.
+KUBEADM_AIRGAP_MIN_MINOR = 32
+# An image tag as the OCI distribution spec defines it (spec.md, "Pulling manifests": tag).
+IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Host names Ansible gives a meaning of its own (ansible-core 2.19): InventoryData.__init__

@@ -37,7 +37,7 @@ class LabConfig(KeyModel):
     ssh: Ssh = Field(default_factory=Ssh)
     nfs: Nfs = Field(default_factory=Nfs)
     registry: Registry = Field(default_factory=Registry)
-    airgap: Airgap | None = Field(default=None, description="k3s only: install from local files.")
+    airgap: Airgap | None = Field(default=None, description="Install Kubernetes from local files.")
     namespace: DnsLabel = Field(
         default="k8scifar",
         description="Namespace of every lab object; not default, kube-system, kube-public,"

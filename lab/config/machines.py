@@ -11,15 +11,23 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, field_validator
+import yaml
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator
 
 from lab.config.facts import (
     ANSIBLE_HOST_NAMES,
+    CNI_PLUGINS_RELEASES,
     COMPRESSED_MAGIC,
     ELF_MAGIC,
     EXPORT_PATH,
     EXPORT_PATH_MAX,
+    FLANNEL_DAEMONSET,
+    FLANNEL_RELEASES,
+    GZIP_MAGIC,
+    IMAGE_TAG,
+    K3S_RELEASES,
     KEY_PATH_UNSAFE,
+    KUBERNETES_RELEASE_BINARIES,
     MAX_NODE_GPUS,
     NAME_MAX,
     NODE_PORT_RANGE,
@@ -275,32 +283,137 @@ class Registry(KeyModel):
     )
 
 
-class Airgap(KeyModel):
-    """Install k3s from local files instead of the internet."""
+class KubeadmAirgap(KeyModel):
+    """Install kubeadm from local files: the release's binaries, the CNI plugins, the images
+    `kubeadm init` and flannel run, and flannel's manifest (docs/hosts.md, "Offline kubeadm")."""
 
-    k3s_binary: str = Field(
-        alias="k3sBinary",
-        description="Path on the operator's machine to the k3s binary (an ELF executable, readable by all).",
+    kubeadm: str = Field(
+        description="Path to the kubeadm binary of kubernetesVersion (an ELF executable, readable by all)."
     )
-    images_tarball: str = Field(
-        description="Path to k3s-airgap-images-<arch>.tar(.zst) (a tar archive, plain, zstd or gzip,"
-        " readable by all)."
+    kubelet: str = Field(
+        description="Path to the kubelet binary of kubernetesVersion (an ELF executable, readable by all)."
+    )
+    kubectl: str = Field(
+        description="Path to the kubectl binary of kubernetesVersion (an ELF executable, readable by all)."
+    )
+    cni_plugins: str = Field(
+        description="Path to the CNI plugins release, cni-plugins-linux-<arch>-v<version>.tgz (a gzip tar"
+        " archive, readable by all), unpacked into /opt/cni/bin."
+    )
+    images: list[str] = Field(
+        min_length=1,
+        description="Paths to image archives `ctr images import` reads: plain tar files made by"
+        " `docker save`, `podman save` or `ctr images export` (docker-archive or OCI layout), readable by"
+        " all, holding every image `kubeadm config images list` names and flannel's.",
+    )
+    flannel_manifest: str = Field(
+        description="Path to flannel's kube-flannel.yml, applied instead of downloading the pinned"
+        " release (a YAML file with the kube-flannel-ds DaemonSet, readable by all)."
+    )
+    coredns_tag: str | None = Field(
+        default=None,
+        description="CoreDNS image tag the archives carry when it is not kubeadm's default"
+        " (dns.imageTag of kubeadm's ClusterConfiguration).",
+    )
+    etcd_tag: str | None = Field(
+        default=None,
+        description="etcd image tag the archives carry when it is not kubeadm's default"
+        " (etcd.local.imageTag of kubeadm's ClusterConfiguration).",
     )
 
-    @field_validator("k3s_binary")
+    @field_validator("kubeadm", "kubelet", "kubectl")
     @classmethod
-    def _executable(cls, value: str) -> str:
-        path, head = _readable_file(value, "the k3s binary")
-        if not head.startswith(ELF_MAGIC):
+    def _executable(cls, value: str, info: ValidationInfo) -> str:
+        return _elf(value, f"the {info.field_name} binary", KUBERNETES_RELEASE_BINARIES)
+
+    @field_validator("cni_plugins")
+    @classmethod
+    def _plugins(cls, value: str) -> str:
+        path, head = _readable_file(value, "the CNI plugins release")
+        if not head.startswith(GZIP_MAGIC):
             raise ValueError(
-                f"{value!r} is not an executable (ELF) file; point it at the k3s binary of the"
-                " release (https://github.com/k3s-io/k3s/releases)"
+                f"{value!r} is not a gzip tar archive; point it at cni-plugins-linux-<arch>-v<version>.tgz"
+                f" ({CNI_PLUGINS_RELEASES})"
             )
         return str(path)
 
+    @field_validator("images")
+    @classmethod
+    def _archives(cls, value: list[str]) -> list[str]:
+        paths = []
+        for item in value:
+            path, head = _readable_file(item, "the image archive")
+            offset, magic = TAR_MAGIC
+            if head[offset : offset + len(magic)] != magic:
+                raise ValueError(
+                    f"{item!r} is not a plain tar archive, which `ctr images import` reads; write it with"
+                    " `docker save -o FILE.tar IMAGE...` (decompress a .tar.gz or .tar.zst first)"
+                )
+            paths.append(str(path))
+        return paths
+
+    @field_validator("flannel_manifest")
+    @classmethod
+    def _manifest(cls, value: str) -> str:
+        path, _head = _readable_file(value, "flannel's kube-flannel.yml")
+        fix = f"point it at the kube-flannel.yml of flannel's release ({FLANNEL_RELEASES})"
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except (yaml.YAMLError, UnicodeDecodeError, OSError):
+            raise ValueError(f"{value!r} is not a YAML file; {fix}") from None
+        # The role points flanneld at the stack's interfaces by this DaemonSet's name and namespace.
+        found = any(
+            isinstance(d, dict)
+            and d.get("kind") == "DaemonSet"
+            and isinstance(d.get("metadata"), dict)
+            and (d["metadata"].get("namespace"), d["metadata"].get("name")) == FLANNEL_DAEMONSET
+            for d in documents
+        )
+        if not found:
+            namespace, name = FLANNEL_DAEMONSET
+            raise ValueError(
+                f"{value!r} has no DaemonSet {namespace}/{name}, as flannel's manifest does; {fix}"
+            )
+        return str(path)
+
+    @field_validator("coredns_tag", "etcd_tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(IMAGE_TAG, value):
+            raise ValueError(
+                f"{value!r} is not an image tag (letters, digits, '_', '.', '-', at most 128, not starting"
+                " with '.' or '-'); write the tag alone, such as v1.12.0, without the image's name"
+            )
+        return value
+
+
+class Airgap(KeyModel):
+    """Install Kubernetes from local files instead of the internet: k3s's two files, or kubeadm's
+    under `kubeadm`."""
+
+    k3s_binary: str | None = Field(
+        default=None,
+        alias="k3sBinary",
+        description="k3s: path on the operator's machine to the k3s binary (an ELF executable, readable"
+        " by all).",
+    )
+    images_tarball: str | None = Field(
+        default=None,
+        description="k3s: path to k3s-airgap-images-<arch>.tar(.zst) (a tar archive, plain, zstd or"
+        " gzip, readable by all).",
+    )
+    kubeadm: KubeadmAirgap | None = Field(default=None, description="kubeadm: its files (below).")
+
+    @field_validator("k3s_binary")
+    @classmethod
+    def _executable(cls, value: str | None) -> str | None:
+        return None if value is None else _elf(value, "the k3s binary", K3S_RELEASES)
+
     @field_validator("images_tarball")
     @classmethod
-    def _archive(cls, value: str) -> str:
+    def _archive(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         path, head = _readable_file(value, "the images tarball")
         offset, magic = TAR_MAGIC
         if not (head[offset : offset + len(magic)] == magic or head.startswith(COMPRESSED_MAGIC)):
@@ -309,6 +422,15 @@ class Airgap(KeyModel):
                 " k3s-airgap-images-<arch>.tar.zst"
             )
         return str(path)
+
+
+def _elf(value: str, what: str, releases: str) -> str:
+    path, head = _readable_file(value, what)
+    if not head.startswith(ELF_MAGIC):
+        raise ValueError(
+            f"{value!r} is not an executable (ELF) file; point it at {what} of the release ({releases})"
+        )
+    return str(path)
 
 
 def _readable_file(value: str, what: str) -> tuple[Path, bytes]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import inspect
 import sys
 import typing
 from enum import Enum
@@ -115,8 +116,15 @@ def field_table(model: type[BaseModel]) -> list[str]:
 
 
 def _section(key: str, model: type[BaseModel]) -> list[str]:
-    doc = (model.__doc__ or "").strip()
-    return ["", f"## `{PROJECT}:{key}`", "", doc, "", *field_table(model)]
+    doc = inspect.cleandoc(model.__doc__ or "")
+    lines = ["", f"## `{PROJECT}:{key}`", "", doc, "", *field_table(model)]
+    # A key whose value is a mapping of its own (airgap.kubeadm) gets a section after its parent's;
+    # a mapping inside a list or a union of other types (sweep's ranges) is described in place.
+    for name, field in model.model_fields.items():
+        inner = nested_model(field.annotation)
+        if inner is not None and set(typing.get_args(field.annotation)) in ({inner, type(None)}, set()):
+            lines += _section(f"{key}.{field.alias or name}", inner)
+    return lines
 
 
 def _sweep_parameters() -> list[str]:

@@ -12,12 +12,32 @@ import shutil
 import uuid
 from pathlib import Path
 
+from lab.machine_settings import (
+    MACHINE_SETTINGS_FILE,
+    ContainerdSettings,
+    KubeletSettings,
+    MachineSettings,
+    render,
+)
 from lab.testbed import kubelet_host
 from lab.testbed.commands import run
 from lab.testbed.layout import CACHE_ROOT, USER, Layout, Machine
 
 SUITE = "bookworm"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "iproute2", "sudo"]
+# What a kubelet needs in one of these machines, each with the failure it removes in
+# docs/kubelets.md: the machine's systemd manages only the name=systemd hierarchy (cgroupfs),
+# the host's swap is shared, the host's root lacks CAP_SYS_RESOURCE (oomScoreAdj, maxOpenFiles at
+# the host's hard limit, containerd's restrict_oom_score_adj), /proc/sys is read-only with the
+# kubelet's values masked over it (protectKernelDefaults checks them), and the host runs cgroup v1.
+TESTBED_SETTINGS = MachineSettings(
+    cgroup_driver="cgroupfs",
+    shared_swap=True,
+    kubelet=KubeletSettings(
+        oom_score_adj=0, max_open_files=20000, protect_kernel_defaults=True, fail_cgroup_v1=False
+    ),
+    containerd=ContainerdSettings(restrict_oom_score_adj=True),
+)
 
 
 def base_tree(mirror: str) -> Path:
@@ -60,6 +80,16 @@ def install(layout: Layout, machine: Machine, base: Path, public_key: str) -> No
     sudoers.chmod(0o440)
     _authorize(root, public_key)
     kubelet_host.prepare(root)
+    write_machine_settings(root)
+
+
+def write_machine_settings(root: Path) -> Path:
+    """The machine's settings file in its tree, root's and readable by all (lab/machine_settings.py)."""
+    path = root / MACHINE_SETTINGS_FILE.lstrip("/")
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    path.write_text(render(TESTBED_SETTINGS))
+    path.chmod(0o644)
+    return path
 
 
 def _pin_host_keys(layout: Layout, machine: Machine) -> None:

@@ -8,6 +8,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,49 @@ def test_skip_reasons_and_airgap_reach_the_roles(tmp_path: Path) -> None:
     assert solo["lab_airgap"] == {"k3s_binary": str(binary), "images_tarball": str(images)}
     assert view["gpu"]["hosts"] == ["solo"]
     assert solo["lab_nfs_allowed_networks"] == ["10.0.0.5/32"]
+
+
+def test_kubeadm_s_offline_files_reach_the_role_with_unset_tags_empty(tmp_path: Path) -> None:
+    binary, images, plugins, manifest = (
+        tmp_path / n for n in ("kubelet", "images.tar", "cni.tgz", "flannel.yml")
+    )
+    binary.write_bytes(b"\x7fELF")
+    with tarfile.open(images, "w") as archive:
+        archive.add(binary, "layer")
+    plugins.write_bytes(b"\x1f\x8b")
+    manifest.write_text("kind: DaemonSet\nmetadata: {name: kube-flannel-ds, namespace: kube-flannel}\n")
+    for path in (binary, images, plugins, manifest):
+        path.chmod(0o644)
+    files = {
+        "kubeadm": str(binary),
+        "kubelet": str(binary),
+        "kubectl": str(binary),
+        "cniPlugins": str(plugins),
+    }
+    lab = parse_config(
+        {
+            "nodes": [{"name": "solo", "address": "10.0.0.5", "user": "u", "role": "server"}],
+            "distribution": "kubeadm",
+            "airgap": {
+                "kubeadm": files
+                | {"images": [str(images)], "flannelManifest": str(manifest), "etcdTag": "3.6.4-0"}
+            },
+        }
+    )
+    solo = _ansible_view(build_inventory(lab, tmp_path / "known_hosts"), tmp_path)["_meta"]["hostvars"][
+        "solo"
+    ]
+    assert solo["lab_airgap"] == {
+        "kubeadm": str(binary),
+        "kubelet": str(binary),
+        "kubectl": str(binary),
+        "cni_plugins": str(plugins),
+        "images": [str(images)],
+        "flannel_manifest": str(manifest),
+        "coredns_tag": "",
+        "etcd_tag": "3.6.4-0",
+    }
+    assert solo["lab_flannel_daemonset"] == ["kube-flannel", "kube-flannel-ds"]
 
 
 # A state folder as a checkout may sit in: spaces, quotes, a backslash, '%', '#', '$' and '~'.

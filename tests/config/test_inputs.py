@@ -128,9 +128,106 @@ def test_airgap_refuses_a_private_file_a_pipe_and_a_text_as_tarball(
     assert stat.S_ISFIFO(pipe.stat().st_mode), "the check must not have opened the pipe"
 
 
-def test_airgap_is_for_k3s_alone(release: dict[str, Path]) -> None:
-    values = _set("distribution", "kubeadm", _airgap(release["binary"], release["tar"]))
-    _refused(values, "k8scifar:airgap", "only k3s")
+# YAML, and no manifest of flannel's.
+A_YAML_FILE = Path(__file__).parents[2] / "stacks" / "Pulumi.example-cpu.yaml"
+
+
+@pytest.fixture
+def kubeadm_release(release: dict[str, Path], tmp_path: Path) -> dict[str, Any]:
+    """kubeadm's offline files as the stack names them: ELF binaries, a gzip tar of plugins, a
+    plain tar of images and a manifest with flannel's DaemonSet, readable by all."""
+    plugins = tmp_path / "cni-plugins-linux-amd64-v1.6.2.tgz"
+    with tarfile.open(plugins, "w:gz") as archive:
+        archive.add(__file__, "./bridge")
+    manifest = tmp_path / "kube-flannel.yml"
+    manifest.write_text(
+        "kind: Namespace\napiVersion: v1\nmetadata: {name: kube-flannel}\n---\n"
+        "kind: DaemonSet\napiVersion: apps/v1\nmetadata: {name: kube-flannel-ds, namespace: kube-flannel}\n"
+    )
+    for path in (plugins, manifest):
+        path.chmod(0o644)
+    binary = str(release["binary"])
+    return {
+        "kubeadm": binary,
+        "kubelet": binary,
+        "kubectl": binary,
+        "cniPlugins": str(plugins),
+        "images": [str(release["tar"])],
+        "flannelManifest": str(manifest),
+    }
+
+
+def _kubeadm_airgap(files: dict[str, Any], version: str = "1.34.4") -> dict[str, Any]:
+    values = _set("distribution", "kubeadm", _set("kubernetesVersion", version))
+    return _set("airgap", {"kubeadm": files}, values)
+
+
+def test_airgap_takes_kubeadm_s_files_and_image_tags(kubeadm_release: dict[str, Any]) -> None:
+    files = kubeadm_release | {"corednsTag": "v1.12.0", "etcdTag": "3.5.21-0"}
+    airgap = parse_config(_kubeadm_airgap(files)).airgap
+    assert airgap is not None and airgap.kubeadm is not None
+    assert airgap.kubeadm.images == kubeadm_release["images"]
+    assert (airgap.kubeadm.coredns_tag, airgap.kubeadm.etcd_tag) == ("v1.12.0", "3.5.21-0")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("kubelet", __file__, ["not an executable (ELF) file", "kubelet binary", "dl.k8s.io"]),
+        ("kubectl", "/nonexistent/kubectl", ["does not exist", "kubectl binary"]),
+        ("cniPlugins", __file__, ["not a gzip tar archive", "cni-plugins-linux-<arch>"]),
+        ("images", [], ["at least 1 item"]),
+        ("flannelManifest", str(A_YAML_FILE), ["no DaemonSet kube-flannel/kube-flannel-ds"]),
+        ("flannelManifest", sys.executable, ["not a YAML file", "kube-flannel.yml"]),
+        (
+            "corednsTag",
+            "registry.k8s.io/coredns/coredns:v1.12.0",
+            ["not an image tag", "without the image's name"],
+        ),
+        ("etcdTag", "-3.5", ["not an image tag"]),
+    ],
+)
+def test_airgap_refuses_what_is_not_one_of_kubeadm_s_files(
+    key: str, value: Any, words: list[str], kubeadm_release: dict[str, Any]
+) -> None:
+    _refused(_kubeadm_airgap(kubeadm_release | {key: value}), f"k8scifar:airgap.kubeadm.{key}", *words)
+
+
+def test_airgap_refuses_a_compressed_image_archive(
+    kubeadm_release: dict[str, Any], release: dict[str, Path]
+) -> None:
+    files = kubeadm_release | {"images": [kubeadm_release["images"][0], str(release["zst"])]}
+    _refused(
+        _kubeadm_airgap(files), "k8scifar:airgap.kubeadm.images", "not a plain tar archive", "docker save"
+    )
+
+
+def test_airgap_keys_of_one_distribution_are_refused_on_the_other(
+    release: dict[str, Path], kubeadm_release: dict[str, Any]
+) -> None:
+    k3s_files = {"k3sBinary": str(release["binary"]), "imagesTarball": str(release["tar"])}
+    kubeadm = _set("airgap", k3s_files, _kubeadm_airgap(kubeadm_release))
+    _refused(
+        kubeadm,
+        "k8scifar:airgap.k3sBinary",
+        "is k3s's",
+        "installs kubeadm",
+        "remove k3sBinary and imagesTarball",
+    )
+    k3s = _set("airgap", {"kubeadm": kubeadm_release}, GOOD)
+    _refused(k3s, "k8scifar:airgap.kubeadm", "installs k3s", "or set distribution: kubeadm")
+    _refused(_set("airgap", {"k3sBinary": str(release["binary"])}), "k8scifar:airgap", "add imagesTarball")
+    _refused(_set("airgap", {}, _kubeadm_airgap(kubeadm_release)), "k8scifar:airgap", "under airgap.kubeadm")
+
+
+def test_an_offline_kubeadm_needs_a_release_without_crictl(kubeadm_release: dict[str, Any]) -> None:
+    _refused(
+        _kubeadm_airgap(kubeadm_release, "1.31.14"),
+        "k8scifar:airgap.kubeadm",
+        "needs crictl",
+        "1.32 or later",
+    )
+    assert parse_config(_kubeadm_airgap(kubeadm_release, "1.32.13")).airgap is not None
 
 
 def test_a_namespace_leaves_room_for_the_lab_namespaces_named_after_it() -> None:

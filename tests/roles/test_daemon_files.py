@@ -20,6 +20,7 @@ import yaml
 
 from lab.bootstrap.tokens import PLAYBOOK_VARIABLES
 from lab.paths import ANSIBLE_DIR
+from lab.testbed.rootfs import TESTBED_SETTINGS
 from tests.support.daemon_files import KUBEADM_CA_HASH, ROLES, Rendered
 from tests.support.local_play import render_template
 from tests.support.rules.containerd_rules import cri_settings, hosts_toml_problems
@@ -235,8 +236,22 @@ def test_containerd_configuration_uses_kubeadm_s_sandbox_and_flannel_s_plugins(d
         "cni plugin dirs": [CNI_BIN_DIR],
         "registry hosts": "/etc/containerd/certs.d",
         "systemd cgroups": True,
+        "restrict oom score adj": False,
     }
     assert before != after, "the check must see containerd's own defaults differ"
+
+
+@pytest.mark.parametrize("default", CONTAINERD_DEFAULTS, ids=lambda p: p.name.split("-")[1])
+def test_a_test_machine_s_containerd_runs_cgroupfs_and_keeps_oom_scores(default: Path) -> None:
+    """A test machine's settings file (lab/machine_settings.py) reaches containerd: without
+    cgroupfs its sandboxes land where the machine's systemd cannot manage them, without the OOM
+    restriction runc fails every sandbox (docs/kubelets.md)."""
+    roles = TESTBED_SETTINGS.for_roles()
+    text = kubeadm_containerd_edit(
+        default.read_text(), KUBEADM_IMAGES, roles["systemd_cgroup"], roles["restrict_oom_score_adj"]
+    )
+    settings = cri_settings(text)
+    assert (settings["systemd cgroups"], settings["restrict oom score adj"]) == (False, True)
 
 
 def test_containerd_defaults_alone_would_break_kubeadm() -> None:

@@ -13,19 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import io
 import os
+import tarfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lab.bootstrap.tokens import new_kubeadm_token
+from lab.machine_settings import MachineSettings
 from tests.support.local_play import run_tasks
 
 DATA = Path(__file__).parent / "data"
+# What the inventory and the machine_settings role give every task file: an online install on a
+# node without a settings file of its own.
+ONLINE = {"lab_airgap": {}, "machine_settings_found": MachineSettings().for_roles()}
 
 # Records its arguments; `init` leaves admin.conf behind (the early kubeconfig phase) and fails
 # late, printing the token the way kubeadm's join hint does, while $FAKE_DIR/fail exists.
@@ -114,6 +121,7 @@ esac
 
 def _join(work: Path) -> tuple[int, str]:
     variables = {
+        **ONLINE,
         "node_role": "agent",
         "node_address": "10.77.0.12",
         "lab_server_name": "node",
@@ -200,6 +208,7 @@ def _served(folder: Path) -> Iterator[str]:
 
 def _flannel(work: Path, url: str, **pins: str) -> tuple[int, str]:
     variables = {
+        **ONLINE,
         "kubeadm_flannel_manifest_url": url,
         "kubeadm_flannel_manifest": str(work / "kube-flannel.yml"),
         "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
@@ -259,6 +268,7 @@ def _containerd(work: Path, gpus: int) -> list[str]:
     """The kubeadm role's containerd tasks on a node with `gpus` GPUs; the calls they made."""
     (work / "calls").unlink(missing_ok=True)
     variables = {
+        **ONLINE,
         "kubeadm_containerd_config": str(work / "config.toml"),
         "kubeadm_containerd_base": str(work / "config.toml.k8scifar-base"),
         "kubeadm_containerd_backup": str(work / "config.toml.orig"),
@@ -289,3 +299,81 @@ def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None
     ]
     assert "nvidia-container-runtime" in (tmp_path / "config.toml").read_text()
     assert _containerd(tmp_path, 1) == [], "a node that has the runtime is left alone"
+
+
+# An offline install's CNI plugins, images and unit files, and reset removing exactly what it added.
+# `ctr` keeps containerd's k8s.io image references in $FAKE_DIR/images: `import` adds the ones its
+# archive names (a line of the archive's member `refs`), `remove` takes its arguments out.
+FAKE_CTR = """\
+echo "$*" >> "$FAKE_DIR/calls"
+shift 2
+case "$1 $2" in
+  "images list") cat "$FAKE_DIR/images" ;;
+  "images import") tar -xOf "$3" refs >> "$FAKE_DIR/images" ;;
+  "images remove") shift 2; for ref in "$@"; do grep -vxF "$ref" "$FAKE_DIR/images" > "$FAKE_DIR/left"
+    mv "$FAKE_DIR/left" "$FAKE_DIR/images"; done ;;
+esac
+"""
+AIRGAP_FAKES = {"ctr": FAKE_CTR, "systemctl": CONTAINERD_FAKES["systemctl"]}
+MARK = "# Managed by the K8sCIFAR lab (stack test)\n"
+
+
+def _airgap_vars(work: Path) -> dict[str, Any]:
+    return {
+        **ONLINE,
+        "lab_airgap": {"images": [str(work / "images.tar")]},
+        "kubeadm_airgap_dir": str(work / "airgap"),
+        "kubeadm_cni_bin_dir": str(work / "cni-bin"),
+        "kubeadm_cni_record": str(work / "state" / "cni"),
+        "kubeadm_images_record": str(work / "state" / "images"),
+        "kubeadm_kubelet_unit": str(work / "kubelet.service"),
+        "kubeadm_kubelet_dropin": str(work / "10-kubeadm.conf"),
+        "kubeadm_kubelet_env": str(work / "kubelet.env"),
+    }
+
+
+def _tar(path: Path, members: dict[str, str], gzip: bool = False) -> None:
+    with tarfile.open(path, "w:gz" if gzip else "w") as archive:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_an_offline_install_adds_only_what_is_missing_and_reset_takes_exactly_that(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "airgap").mkdir()
+    _tar(
+        tmp_path / "airgap" / "cni-plugins.tgz",
+        {"./bridge": "lab's bridge", "./loopback": "lab's loopback"},
+        gzip=True,
+    )
+    _tar(tmp_path / "images.tar", {"refs": "registry.k8s.io/pause:3.10\nregistry.k8s.io/etcd:3.6.4-0\n"})
+    (tmp_path / "cni-bin").mkdir()
+    (tmp_path / "cni-bin" / "bridge").write_text("owner's bridge")
+    (tmp_path / "images").write_text("docker.io/owner/tool:1\n")
+    variables, env = _airgap_vars(tmp_path), {"FAKE_DIR": str(tmp_path)}
+    for tasks in ("airgap_cni.yml", "airgap_images.yml"):
+        done = run_tasks("kubeadm", tasks, tmp_path / tasks, variables, AIRGAP_FAKES, env)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    assert (tmp_path / "cni-bin" / "bridge").read_text() == "owner's bridge", "an owner's plugin stays"
+    assert (tmp_path / "cni-bin" / "loopback").read_text() == "lab's loopback"
+    assert (tmp_path / "state" / "cni").read_text().split() == [str(tmp_path / "cni-bin" / "loopback")]
+    assert (tmp_path / "state" / "images").read_text().split() == [
+        "registry.k8s.io/pause:3.10",
+        "registry.k8s.io/etcd:3.6.4-0",
+    ]
+
+    (tmp_path / "kubelet.service").write_text(MARK + "[Service]\n")
+    (tmp_path / "10-kubeadm.conf").write_text(MARK + "[Service]\n")
+    (tmp_path / "kubelet.env").write_text("KUBELET_EXTRA_ARGS=--owner's\n")
+    (tmp_path / "calls").unlink()
+    done = run_tasks("kubeadm", "airgap_reset.yml", tmp_path / "reset", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "images").read_text().split() == ["docker.io/owner/tool:1"]
+    assert sorted(p.name for p in (tmp_path / "cni-bin").iterdir()) == ["bridge"]
+    assert not (tmp_path / "kubelet.service").exists() and not (tmp_path / "10-kubeadm.conf").exists()
+    assert (tmp_path / "kubelet.env").exists(), "a file without the lab's mark is not the lab's"
+    assert "systemctl daemon-reload" in _calls(tmp_path)

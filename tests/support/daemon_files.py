@@ -59,6 +59,11 @@ PLAY = """\
         k3s_server_ca: "{{{{ lab_test_ca }}}}"
       when: node_role == 'server' and lab_distribution == 'k3s'
 
+    - name: Read each machine's settings as the kubeadm role does, none here and so the defaults
+      ansible.builtin.include_role:
+        name: machine_settings
+      when: lab_distribution == 'kubeadm'
+
     - name: Make each node's output directory
       ansible.builtin.file:
         path: "{{{{ lab_test_out }}}}/{{{{ inventory_hostname }}}}"

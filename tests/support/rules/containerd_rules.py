@@ -77,6 +77,7 @@ def cri_settings(text: str) -> dict[str, Any]:
             "cni plugin dirs": _at(runtime, "cni", "bin_dirs"),
             "registry hosts": _at(images, "registry", "config_path"),
             "systemd cgroups": _at(runtime, "containerd", "runtimes", "runc", "options", "SystemdCgroup"),
+            "restrict oom score adj": runtime.get("restrict_oom_score_adj"),
         }
     cri = _at(data, "plugins", "io.containerd.grpc.v1.cri")
     return {
@@ -84,4 +85,5 @@ def cri_settings(text: str) -> dict[str, Any]:
         "cni plugin dirs": [_at(cri, "cni", "bin_dir")],
         "registry hosts": _at(cri, "registry", "config_path"),
         "systemd cgroups": _at(cri, "containerd", "runtimes", "runc", "options", "SystemdCgroup"),
+        "restrict oom score adj": cri.get("restrict_oom_score_adj"),
     }

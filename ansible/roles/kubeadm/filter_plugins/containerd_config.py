@@ -47,6 +47,10 @@ def _cni_plugin_dirs(section: str) -> str:
     return re.sub(rf"(?m)^(\s*)bin_dir = {_QUOTED}", rf'\1bin_dir = "{CNI_BIN_DIR}"', section)
 
 
+def _toml(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def _sandbox_image(images: list[str]) -> str:
     pauses = [image.strip() for image in images if "/pause:" in image]
     if len(pauses) != 1:
@@ -54,10 +58,17 @@ def _sandbox_image(images: list[str]) -> str:
     return pauses[0]
 
 
-def kubeadm_containerd_edit(default: str, images: list[str]) -> str:
+def kubeadm_containerd_edit(
+    default: str, images: list[str], systemd_cgroup: bool = True, restrict_oom_score_adj: bool = False
+) -> str:
     """`default` (containerd's `config default`) with systemd cgroups, kubeadm's pause image (from
     `images`, the lines of `kubeadm config images list`), the CNI plugins in /opt/cni/bin and
-    registry hosts read from certs.d."""
+    registry hosts read from certs.d.
+
+    A machine's settings file (lab/machine_settings.py) may ask for cgroupfs (`systemd_cgroup`
+    false, matching the kubelet's cgroupDriver) and for `restrict_oom_score_adj`, which keeps
+    runc from lowering an OOM score below containerd's own where it lacks CAP_SYS_RESOURCE;
+    otherwise both stay containerd's defaults but for systemd cgroups."""
     sections = _sections(default)
     cni = [i for i, s in enumerate(sections) if _CNI_TABLE.search(s.splitlines()[0] if s else "")]
     if len(cni) != 1:
@@ -65,7 +76,16 @@ def kubeadm_containerd_edit(default: str, images: list[str]) -> str:
     sections[cni[0]] = _cni_plugin_dirs(sections[cni[0]])
     text = "".join(sections)
     edits = [
-        ("the systemd cgroup driver", r"(?m)^(\s*)SystemdCgroup = false$", r"\1SystemdCgroup = true"),
+        (
+            "the cgroup driver",
+            r"(?m)^(\s*)SystemdCgroup = false$",
+            rf"\1SystemdCgroup = {_toml(systemd_cgroup)}",
+        ),
+        (
+            "the OOM score restriction",
+            r"(?m)^(\s*)restrict_oom_score_adj = false$",
+            rf"\1restrict_oom_score_adj = {_toml(restrict_oom_score_adj)}",
+        ),
         (
             "the sandbox image",
             rf"(?m)^(\s*)(sandbox_image|sandbox) = {_QUOTED}$",
