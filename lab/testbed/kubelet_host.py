@@ -22,9 +22,9 @@ NSPAWN_OPTIONS = ["--bind-ro=/dev/kmsg", "--capability=CAP_SYSLOG", "--system-ca
 # the host keeps its own.
 KERNEL_DEFAULTS = {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}
 
-UNIT_NAME = "k8scifar-kubelet-host.service"
-SCRIPT = "/usr/local/sbin/k8scifar-kubelet-host"
-MASKS = "/run/k8scifar-kernel-defaults"
+UNIT_NAME = "testbed-kubelet-host.service"
+SCRIPT = "/usr/local/sbin/testbed-kubelet-host"
+MASKS = "/run/testbed-kernel-defaults"
 
 
 def _script() -> str:

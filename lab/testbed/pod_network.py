@@ -31,7 +31,7 @@ BRIDGE = "k8c-pods"
 # role's reset already clears (roles/cluster_leftovers, cluster_leftovers_cni_network).
 NETWORK_NAME = "cbr0"
 # Before flannel's 10-flannel.conflist in containerd's lexical order, were one ever written.
-CONFIG = Path("etc/cni/net.d/05-k8scifar-testbed.conflist")
+CONFIG = Path("etc/cni/net.d/05-testbed.conflist")
 
 
 def pod_subnet(layout: Layout, machine: Machine) -> ipaddress.IPv4Network:
