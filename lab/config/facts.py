@@ -141,6 +141,10 @@ TAR_MAGIC = (257, b"ustar")
 COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Most objects' names: DNS labels joined by dots, at most 253 characters (Kubernetes
+# apimachinery/pkg/util/validation/validation.go, dns1123SubdomainFmt and DNS1123SubdomainMaxLength).
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_SUBDOMAIN_MAX = 253
 # Host names Ansible gives a meaning of its own (ansible-core 2.19): InventoryData.__init__
 # (lib/ansible/inventory/data.py) makes the groups `all` and `ungrouped` in every inventory, and
 # constants.LOCALHOST names the controller, which InventoryData.add_host makes the inventory's

@@ -109,7 +109,7 @@ def test_a_cluster_release_other_than_the_stacks_is_a_warning() -> None:
 
 
 def test_kueue_as_the_stack_says() -> None:
-    installed = _lab(scheduling={"gang": "kueue", "kueueInstalled": True})
+    installed = _lab(scheduling={"gang": "kueue"}, provides={"kueue": True})
     own = _lab(scheduling={"gang": "kueue"})
     assert [f.level for f in kueue_findings(installed, True, True)] == [Level.OK]
     (missing,) = kueue_findings(installed, False, False)
@@ -117,7 +117,7 @@ def test_kueue_as_the_stack_says() -> None:
     (older,) = kueue_findings(installed, True, False)
     assert older.level is Level.ERROR and "an older Kueue" in older.detail
     (taken,) = kueue_findings(own, True, True)
-    assert taken.level is Level.ERROR and "kueueInstalled: true" in taken.fix
+    assert taken.level is Level.ERROR and "provides.kueue: true" in taken.fix
     assert [f.level for f in kueue_findings(own, False, False)] == [Level.OK]
     assert kueue_findings(_lab(scheduling={"gang": "none"}), True, True) == []
 

@@ -1,5 +1,5 @@
 """The CPU example with Kueue as its gang scheduler, on the Kueue that runs beside the control plane
-(`scheduling.kueueInstalled`): `pulumi up` declares the lab's queue objects on it, Kueue admits the
+(`provides.kueue`): `pulumi up` declares the lab's queue objects on it, Kueue admits the
 training run as one workload, and every rank starts; destroy removes the lab's queue objects and
 leaves Kueue as it was. Every assertion reads the live cluster."""
 
@@ -26,7 +26,7 @@ QUEUE_KINDS = [f"{kind}.{GROUP}" for kind in ("clusterqueues", "resourceflavors"
 def live(
     plane: controlplane.ControlPlane, base_stack: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveStack]:
-    values = derived_values(plane, base_stack, {"gang": "kueue", "kueueInstalled": True})
+    values = derived_values(plane, base_stack, {"gang": "kueue"}, {"kueue": True})
     yield from brought_up(plane, tmp_path_factory.mktemp("pulumi"), STACK, values)
 
 
