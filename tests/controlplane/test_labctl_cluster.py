@@ -96,3 +96,56 @@ def test_credentials_the_cluster_refuses_are_one_finding_with_its_fix(
     assert result.code == 1, (result.out, result.err)
     assert said in result.out
     assert "1 error" in result.out
+
+
+def _stack(plane: controlplane.ControlPlane, stacks: Path, values: dict[str, Any]) -> tuple[str, ...]:
+    write_stack(stacks, "given", values)
+    return ("--stack", "given", "--stacks-dir", str(stacks))
+
+
+def test_validate_checks_the_lab_in_the_cluster_through_its_api(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    """No lab is declared in the cluster here: its nodes pass, its objects are missing, each a line."""
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    done = labctl("validate", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 1, (done.out, done.err)
+    assert "PASS  configured nodes are ready: cluster" in done.out
+    assert "FAIL  claims are bound: cluster" in done.out
+    assert "the lab's namespace has no PersistentVolumeClaims" in done.out
+    assert "FAIL  training ranks run: cluster" in done.out
+    assert "the stack names the cluster's kubeconfig, so its machines are its owner's" in done.out
+    assert "SSH" not in done.out + done.err
+
+
+def test_wait_finds_the_gpus_the_cluster_lacks_through_its_api(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    first, second = values["nodes"]
+    values["nodes"] = [first | {"gpus": 1}, second]
+    done = labctl("wait", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 1, (done.out, done.err)
+    assert f"GPU node {first['name']} reports no allocatable nvidia.com/gpu" in " ".join(done.err.split())
+
+
+def test_wait_on_a_cpu_lab_names_the_way_to_its_runs(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    done = labctl("wait", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 2, (done.out, done.err)
+    assert "logs in to none of them; copy the runs folder and pass --runs-dir DIR" in " ".join(
+        done.err.split()
+    )
+
+
+def test_dashboard_asks_the_cluster_for_grafana_before_kubectl(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    values["observability"] = {"enabled": True}
+    done = labctl("dashboard", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 2, (done.out, done.err)
+    said = " ".join(done.err.split())
+    assert "no Service grafana in namespace k8scifar-monitoring of the cluster yet" in said, said
