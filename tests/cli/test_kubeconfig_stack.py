@@ -83,7 +83,7 @@ def test_wait_names_why_it_cannot_read_the_runs_and_the_way_it_can(
 ) -> None:
     result = labctl_in_process("wait", "--stack", STACK, "--stacks-dir", stacks)
     assert_one_line_error(
-        result, "a cluster's machines are its owner's, and labctl logs in to none", "pass --runs-dir DIR"
+        result, "a cluster's machines are its owner's and labctl logs in to none", "pass --runs-dir DIR"
     )
 
 
@@ -113,6 +113,22 @@ def test_dashboard_on_provided_monitoring_names_the_clusters_own(
     write_stack(stacks, STACK, values | {"provides": {"monitoring": {"namespace": "observe"}}})
     result = labctl_in_process("dashboard", "--stack", STACK, "--stacks-dir", stacks, "--print")
     assert_one_line_error(result, "installs no Grafana", "namespace observe", "open its dashboards")
+
+
+def test_init_from_a_kubeconfig_asks_the_cluster_and_no_machine(
+    tmp_path: Path, labctl_in_process: Labctl
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(GIVEN.format(port=free_port()))
+    init = ("init", "--stack", STACK, "--stacks-dir", tmp_path, "--kubeconfig", kubeconfig)
+    assert_one_line_error(labctl_in_process(*init), "the API server https://127.0.0.1:", "does not answer")
+    assert_one_line_error(
+        labctl_in_process(*init, "--server", "ubuntu@192.168.50.11"), "leave out --server and --agent"
+    )
+    assert_one_line_error(
+        labctl_in_process(*init, "--kubeconfig-context", "elsewhere"), "--kubeconfig: ", "elsewhere"
+    )
+    assert not (tmp_path / f"Pulumi.{STACK}.yaml").exists()
 
 
 def test_a_kubeconfig_changed_since_the_stack_was_read_is_refused_as_one_line(tmp_path: Path) -> None:

@@ -150,13 +150,13 @@ def unreadable_runs(cfg: LabConfig) -> str:
     it can: a copy of them."""
     volume = cfg.provides.volume
     if not cfg.bootstraps_hosts:
-        why = "a cluster's machines are its owner's, and labctl logs in to none of them"
+        why = "a cluster's machines are its owner's and labctl logs in to none of them"
     else:
         assert volume is not None  # a lab of the stack's own holds them otherwise
-        why = f"they are on volumes of StorageClass {volume.storage_class}, which no node of the lab holds"
+        why = f"these are on volumes of StorageClass {volume.storage_class}, which no node of the lab holds"
     return (
-        f"labctl reads the run folders over SSH on a node of the lab, and {why}; copy the runs"
-        " folder and pass --runs-dir DIR"
+        f"labctl reads the run folders over SSH on a node of the lab's own, and {why}; copy the"
+        " runs folder and pass --runs-dir DIR"
     )
 
 

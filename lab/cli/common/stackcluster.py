@@ -30,13 +30,19 @@ def client(cfg: LabConfig) -> k8s_client.ApiClient:
     assert cfg.kubeconfig is not None
     # Checked with the stack already (lab.config.checks); read again here, as every reader does,
     # so a file changed since is refused too.
+    return client_for(
+        Path(cfg.kubeconfig), cfg.kubeconfig_context, cfg.allow_kubeconfig_commands, "k8scifar:kubeconfig"
+    )
+
+
+def client_for(path: Path, context: str | None, allow_commands: bool, named: str) -> k8s_client.ApiClient:
+    """The official client for the kubeconfig at `path`, by lab.kubeapi's rules; CliError, one line
+    that starts with `named` (the key or flag that gave the file), where they refuse it."""
     try:
-        given = kubeapi.read(
-            Path(cfg.kubeconfig), context=cfg.kubeconfig_context, allow_commands=cfg.allow_kubeconfig_commands
-        )
+        given = kubeapi.read(path, context=context, allow_commands=allow_commands)
         return kubeapi.api_client(given)
     except kubeapi.KubeconfigRefused as err:
-        raise CliError(f"k8scifar:kubeconfig: {err}") from None
+        raise CliError(f"{named}: {err}") from None
 
 
 def server(api: k8s_client.ApiClient) -> str:
