@@ -75,8 +75,9 @@ def _source(scope: Scope, share: Share) -> dict[str, Any]:
     assert provided.shared_folder is not None
     # `Directory`: the kubelet refuses to mount a folder that is not there, where the default
     # would create an empty one root owns (kubernetes pkg/volume/hostpath, checkType; "hostPath"
-    # in the volumes concept page). No mountOptions: the API server takes them for network
-    # volumes only (pkg/apis/core/validation, ValidatePersistentVolumeSpec).
+    # in the volumes concept page). No mountOptions: the API server refuses them on a hostPath
+    # volume, "may not specify mount options for this volume type" (kubernetes
+    # pkg/volume/validation/pv_validation.go, ValidatePersistentVolume).
     return {"hostPath": {"path": f"{provided.shared_folder}/{share.directory}", "type": "Directory"}}
 
 
