@@ -17,6 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from lab.cluster.scope import Scope
+from lab.config.facts import RUNS_FOLDER
 
 APP = "nfs"
 COMPONENT = "storage"
@@ -35,7 +36,7 @@ class Share:
 
 
 DATASETS = Share("datasets", "datasets", "2Gi")
-RUNS = Share("runs", "runs", "50Gi")
+RUNS = Share(RUNS_FOLDER, "runs", "50Gi")
 SHARES = (DATASETS, RUNS)
 
 

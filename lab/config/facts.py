@@ -141,6 +141,8 @@ TAR_MAGIC = (257, b"ustar")
 COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# The folder of the lab's volume that holds the run folders (lab.cluster.storage's runs share).
+RUNS_FOLDER = "runs"
 # Most objects' names: DNS labels joined by dots, at most 253 characters (Kubernetes
 # apimachinery/pkg/util/validation/validation.go, dns1123SubdomainFmt and DNS1123SubdomainMaxLength).
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

@@ -19,6 +19,7 @@ from lab.config.facts import (
     KUEUE_NAMESPACE,
     RESERVED_NAMESPACE_PREFIX,
     RESERVED_NAMESPACES,
+    RUNS_FOLDER,
 )
 from lab.config.keys import DnsLabel, KeyModel
 from lab.config.machines import Airgap, Distribution, Nfs, Node, Registry, Role, SkipStep, Ssh
@@ -194,9 +195,9 @@ class LabConfig(KeyModel):
         if not self.bootstraps_hosts:
             return None
         if self.provides.volume is None:
-            return self.nfs_server, f"{self.nfs.export_path}/runs"
+            return self.nfs_server, f"{self.nfs.export_path}/{RUNS_FOLDER}"
         if self.provides.volume.shared_folder is not None:
-            return self.server, f"{self.provides.volume.shared_folder}/runs"
+            return self.server, f"{self.provides.volume.shared_folder}/{RUNS_FOLDER}"
         return None
 
     @property
