@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from lab import controlplane
-from lab.config import LabConfig, load_stack
 from lab.controlplane import kubeconfig, netns
 from tests.support.labctl import Result, labctl, write_stack
 from tests.support.live_stack import derived_values
@@ -150,29 +149,3 @@ def test_dashboard_asks_the_cluster_for_grafana_before_kubectl(
     assert done.code == 2, (done.out, done.err)
     said = " ".join(done.err.split())
     assert "no Service grafana in namespace k8scifar-monitoring of the cluster yet" in said, said
-
-
-def test_init_writes_the_stack_of_the_cluster_that_doctor_finds_all_ok(
-    plane: controlplane.ControlPlane, base_lab: LabConfig, release: str, tmp_path: Path
-) -> None:
-    init = ("init", "--stack", "given", "--stacks-dir", tmp_path, "--kubeconfig", plane.layout.kubeconfig)
-    done = labctl(*init, prefix=netns.inside(plane.layout))
-    assert done.code == 0, (done.out, done.err)
-    lab = load_stack("given", tmp_path)
-    assert lab.kubeconfig == str(plane.layout.kubeconfig)
-    assert lab.kubernetes_version == release
-    assert [(n.name, n.role, n.address, n.gpus) for n in lab.nodes] == [
-        (n.name, n.role, n.address, n.gpus) for n in base_lab.nodes
-    ]
-    assert lab.provides.kueue, "the Kueue beside the control plane serves its API"
-    doctor = labctl(
-        "doctor",
-        "--stack",
-        "given",
-        "--stacks-dir",
-        tmp_path,
-        "--nodes-only",
-        prefix=netns.inside(plane.layout),
-    )
-    assert doctor.code == 0, (doctor.out, doctor.err)
-    assert "0 warnings, 0 errors" in " ".join(doctor.out.split())
