@@ -31,7 +31,7 @@ if lab.installs_kubernetes:
         pulumi.export(name, value)
     # `pulumi up` returns once every rank trains; this follows the run to its end.
     pulumi.export("wait", f"labctl wait --stack {pulumi.get_stack()}")
-    if lab.observability.enabled:
+    if lab.installs_monitoring:
         # Grafana through a port-forward, and where its password is (never printed by it).
         pulumi.export("dashboard", f"labctl dashboard --stack {pulumi.get_stack()}")
 

@@ -1,8 +1,9 @@
 """The Ansible inventory of a lab, generated from its stack configuration (never written by hand).
 
 Groups: `server` (the control plane), `agent` (the other nodes), `gpu` (nodes with gpus > 0) and
-`nfs_server` (the node that exports the share). Host variables come from each node; the group
-variables of `all` carry the rest of the configuration under `lab_*` names, which the roles read.
+`nfs_server` (the node that exports the share; none where the cluster provides the volume). Host
+variables come from each node; the group variables of `all` carry the rest of the configuration
+under `lab_*` names, which the roles read.
 """
 
 from __future__ import annotations
@@ -218,7 +219,8 @@ def build_inventory(lab: LabConfig, known_hosts: Path | None) -> dict[str, Any]:
                 SERVER_GROUP: _group([lab.server]),
                 AGENT_GROUP: _group(lab.agents),
                 GPU_GROUP: _group(lab.gpu_nodes),
-                NFS_SERVER_GROUP: _group([lab.nfs_server]),
+                # Empty where the cluster provides the volume: no play exports or mounts one.
+                NFS_SERVER_GROUP: _group([lab.nfs_server] if lab.exports_nfs else []),
             },
         }
     }

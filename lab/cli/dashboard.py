@@ -1,11 +1,12 @@
 """`labctl dashboard`: the way to the lab's Grafana from the operator's machine.
 
 A `kubectl port-forward` to Grafana's Service through the stack's kubeconfig: `--kubeconfig`, the
-one `labctl hosts up` keeps in .lab/NAME/, or the stack's secret output `kubeconfig` (`pulumi
-stack output --show-secrets`). A kubeconfig from Pulumi goes to kubectl in a file only this user
-may read, removed as soon as kubectl has read it. The admin password is never printed: the command
-that prints it is (the secret stack output `grafanaAdminPassword`). `--print` starts nothing and
-says where Grafana is and what to run.
+one the stack names (`k8scifar:kubeconfig`, with its context, once the cluster's API says Grafana's
+Service is there), the one `labctl hosts up` keeps in .lab/NAME/, or the stack's secret output
+`kubeconfig` (`pulumi stack output --show-secrets`). A kubeconfig from Pulumi goes to kubectl in
+a file only this user may read, removed as soon as kubectl has read it. The admin password is never
+printed: the command that prints it is (the secret stack output `grafanaAdminPassword`). `--print`
+starts nothing and says where Grafana is and what to run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lab.cli.common import stackcluster
 from lab.cli.common.console import CliError, console
 from lab.cli.common.signals import Stopped
 from lab.cli.common.stackarg import add_stack_option, load
@@ -69,6 +71,11 @@ def _usable(cfg: LabConfig, stack: str) -> None:
             f"stack {stack} skips the Kubernetes install, so it has no Grafana; `labctl try` shows"
             " figures from a Prometheus of its own at the end of its run"
         )
+    if cfg.provides.monitoring is not None:
+        raise CliError(
+            f"stack {stack} installs no Grafana: the cluster's own monitoring (k8scifar:provides.monitoring,"
+            f" namespace {cfg.provides.monitoring.namespace}) scrapes the ranks; open its dashboards"
+        )
     if not cfg.observability.enabled:
         raise CliError(
             f"stack {stack} has no Grafana (k8scifar:observability.enabled is false); set it to true"
@@ -76,11 +83,13 @@ def _usable(cfg: LabConfig, stack: str) -> None:
         )
 
 
-def forward_command(cfg: LabConfig, kubeconfig: str, port: int) -> list[str]:
+def forward_command(cfg: LabConfig, kubeconfig: str, port: int, context: str | None = None) -> list[str]:
     service = f"svc/{monitoring.GRAFANA_SERVICE}"
     return [
         "kubectl",
         f"--kubeconfig={kubeconfig}",
+        # The context the stack names, not the file's current-context, which anyone may change.
+        *([f"--context={context}"] if context is not None else []),
         "--namespace",
         monitoring.monitoring_namespace(cfg),
         "port-forward",
@@ -100,7 +109,8 @@ def _password_lines(stack: str) -> list[str]:
 
 def print_only(cfg: LabConfig, stack: str, port: int, kubeconfig: Path | None) -> None:
     namespace = monitoring.monitoring_namespace(cfg)
-    shown = str(kubeconfig or f"{kubeconfig_file(stack)} (or the stack's output `kubeconfig`)")
+    kept = cfg.kubeconfig or f"{kubeconfig_file(stack)} (or the stack's output `kubeconfig`)"
+    shown = str(kubeconfig or kept)
     console.print(
         f"Grafana of stack {stack}: Service {monitoring.GRAFANA_SERVICE} in {namespace}, port"
         f" {monitoring.GRAFANA_SERVICE_PORT}; inside the cluster"
@@ -108,7 +118,7 @@ def print_only(cfg: LabConfig, stack: str, port: int, kubeconfig: Path | None) -
         soft_wrap=True,
     )
     console.print(f"from this machine (kubeconfig: {shown}):", soft_wrap=True)
-    command = forward_command(cfg, "KUBECONFIG_FILE", port or DEFAULT_PORT)
+    command = forward_command(cfg, "KUBECONFIG_FILE", port or DEFAULT_PORT, _context(cfg, kubeconfig))
     console.print("  " + " ".join(command), soft_wrap=True, markup=False)
     address = f"http://127.0.0.1:{port or DEFAULT_PORT}"
     console.print(f"  then open {address} (folder {monitoring.DASHBOARD_FOLDER})")
@@ -145,13 +155,36 @@ def _pulumi_kubeconfig(stack: str) -> str:
     return done.stdout
 
 
+def _context(cfg: LabConfig, given: Path | None) -> str | None:
+    """The context kubectl is to use: the stack's, where kubectl reads the stack's kubeconfig."""
+    return cfg.kubeconfig_context if given is None else None
+
+
+def _grafana_declared(cfg: LabConfig, stack: str) -> None:
+    """On a stack that names a cluster's kubeconfig: the kubeconfig passes the lab's rules (its
+    commands refused unless the stack allows them) before kubectl reads it, and Grafana's Service
+    is there, asked through the cluster's API; CliError, one line, otherwise."""
+    namespace = monitoring.monitoring_namespace(cfg)
+    with stackcluster.client(cfg) as api:
+        found = stackcluster.get(api, f"/api/v1/namespaces/{namespace}/services/{monitoring.GRAFANA_SERVICE}")
+    if found is None:
+        raise CliError(
+            f"no Service {monitoring.GRAFANA_SERVICE} in namespace {namespace} of the cluster yet;"
+            f" `pulumi up --stack {stack}` declares it"
+        )
+
+
 @contextmanager
-def _kubeconfig(stack: str, given: Path | None) -> Iterator[tuple[Path, Path | None]]:
+def _kubeconfig(cfg: LabConfig, stack: str, given: Path | None) -> Iterator[tuple[Path, Path | None]]:
     """(the kubeconfig file for kubectl, the private copy to remove once kubectl has read it)."""
     if given is not None:
         if not given.is_file():
             raise CliError(f"--kubeconfig {given}: no such file")
         yield given, None
+        return
+    if cfg.kubeconfig is not None:
+        _grafana_declared(cfg, stack)
+        yield Path(cfg.kubeconfig).expanduser(), None
         return
     kept = kubeconfig_file(stack)
     if kept.is_file():
@@ -180,8 +213,8 @@ def forward(cfg: LabConfig, stack: str, port: int, given: Path | None) -> int:
             "kubectl is not installed on this machine (https://kubernetes.io/docs/tasks/tools/);"
             " `labctl dashboard --print` says where Grafana is"
         )
-    with _kubeconfig(stack, given) as (path, private_copy):
-        command = forward_command(cfg, str(path), port)
+    with _kubeconfig(cfg, stack, given) as (path, private_copy):
+        command = forward_command(cfg, str(path), port, _context(cfg, given))
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )

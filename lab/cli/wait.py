@@ -17,11 +17,13 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lab.cli.common import stackcluster
 from lab.cli.common.console import CliError, console, errors
 from lab.cli.common.runsource import RunsSource, print_problems, run_option, runs_source
 from lab.cli.common.stackarg import DEFAULT_STACK, add_stack_option, flags, load
 from lab.cli.status import MAX_ETA_SECONDS, all_runs, progress
 from lab.cluster.build_context import build_context
+from lab.config import LabConfig
 from lab.remote.gpu_nodes import gpu_node_lines
 from trainer.inputs import number
 from trainer.records.runfolders import printable
@@ -191,6 +193,14 @@ def follow(follower: Follower, interval: float, timeout: float | None, status_fl
     return EXIT_FAILED
 
 
+def _gpu_lines(cfg: LabConfig, stack: str, stacks_dir: Path) -> list[str]:
+    """The nodes whose allocatable GPUs are not the stack's: as the cluster's API answers on a
+    stack that names its kubeconfig, else as the server's kubectl lists them over SSH."""
+    if cfg.bootstraps_hosts:
+        return gpu_node_lines(cfg, stack, stacks_dir)
+    return stackcluster.gpu_lines(cfg)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or (args.timeout is not None and args.timeout <= 0) or args.failed_after < 0:
         raise CliError("--interval and --timeout must be above 0 and --failed-after at least 0")
@@ -205,12 +215,12 @@ def run(args: argparse.Namespace) -> int:
         from lab.cluster.training import run_name
 
         name = name or run_name(cfg, build_context().tag)
-    source = runs_source(args)
-    where = f"--runs-dir {args.runs_dir}" if args.runs_dir is not None else flags(args)
     # Ranks that ask for GPUs no node offers never start: say so instead of waiting forever.
-    gpu_lines = [] if args.runs_dir is not None else gpu_node_lines(cfg, stack, args.stacks_dir)
+    gpu_lines = [] if args.runs_dir is not None else _gpu_lines(cfg, stack, args.stacks_dir)
     for line in gpu_lines:
         errors.print(f"[bold red]labctl:[/] {line}", soft_wrap=True)
     if gpu_lines:
         return EXIT_FAILED
+    source = runs_source(args)
+    where = f"--runs-dir {args.runs_dir}" if args.runs_dir is not None else flags(args)
     return follow(Follower(source, name, args.failed_after), args.interval, args.timeout, where)

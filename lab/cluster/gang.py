@@ -37,7 +37,7 @@ Where Kueue meets the rest of the lab (docs/seams.md):
 - Webhooks: Kueue's pod and Job webhooks fail closed on every pod of the lab's namespace, queued
   or not (the chart's `mpod.kb.io` and `mjob.kb.io` take `managedJobsNamespaceSelector`), so every
   workload there is declared after the release, whose await ends once Kueue serves.
-- A Kueue already there (`scheduling.kueueInstalled`): the lab installs no chart and declares its
+- A Kueue already there (`provides.kueue`): the lab installs no chart and declares its
   queue objects on that Kueue's CRDs, whose webhooks must already serve; nothing waits for a
   release, and destroy leaves that Kueue as it found it.
 - Destroy: the program declares `kueue-system` itself; a namespace Helm creates for a release
@@ -162,7 +162,7 @@ def declare_gang(scope: Scope) -> Gang | None:
     lab = scope.lab
     if lab.gang_scheduler is GangScheduler.NONE:
         return None
-    serving = () if lab.scheduling.kueue_installed else (_release(scope),)
+    serving = () if lab.provides.kueue else (_release(scope),)
     flavor_name, queue_name = f"{lab.namespace}-nodes", lab.namespace
     flavor = k8s.apiextensions.CustomResource(
         "kueue-flavor",

@@ -10,7 +10,8 @@ per node, so the label follows the stack file: k3s's `node-label` and the kubele
 for Agents"), so a node given GPUs later would never be labelled there. A node whose `gpus` drops
 to 0 loses its patch, and with it the label (the patch's field manager owned it).
 
-The lab owns the RuntimeClass `nvidia` on both distributions: kubeadm ships none, and the k3s
+Unless the stack says the cluster provides them (`provides.devicePlugin`, as NVIDIA's GPU operator
+installs both), the lab owns the RuntimeClass `nvidia` on both distributions: kubeadm ships none, and the k3s
 role disables k3s's own (`disable: runtimes`, ansible/roles/k3s/defaults/main.yml), which k3s
 would otherwise apply from its packaged runtimes.yaml; pulumi-kubernetes creates new objects with
 a plain create (4.29 on), so an object of that name already there would fail `pulumi up`.
@@ -52,8 +53,12 @@ PLUGIN_CAPABILITIES = {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
 
 
 def declare_gpu_support(scope: Scope) -> list[pulumi.Resource]:
-    """The GPU objects of a GPU lab, the device plugin in `scope`'s namespace (the GPU namespace)."""
+    """The GPU objects of a GPU lab, the device plugin in `scope`'s namespace (the GPU namespace);
+    the node labels alone where the cluster provides the plugin and its RuntimeClass."""
     labels = gpu_node_labels(scope)
+    if scope.lab.provides.device_plugin:
+        # Declaring either of them would fail `pulumi up` on the cluster's own (a plain create).
+        return [*labels]
     runtime_class = k8s.node.v1.RuntimeClass(
         "nvidia",
         metadata=scope.cluster_metadata(GPU_RUNTIME_CLASS, APP, COMPONENT),

@@ -355,10 +355,11 @@ def grafana_admin(scope: Scope) -> tuple[k8s.core.v1.Secret, pulumi.Output[str]]
 
 
 def declare_observability(scope: Scope, gpu: Sequence[pulumi.Resource] = ()) -> Observability | None:
-    """The stack above on a lab whose `observability.enabled` is on (the default); nothing otherwise.
+    """The stack above on a lab that installs its monitoring (`observability.enabled`, the default,
+    and no `provides.monitoring`); nothing otherwise.
     `gpu`: the GPU support objects (the `nvidia` RuntimeClass among them) dcgm-exporter's pods need."""
     lab = scope.lab
-    if not lab.observability.enabled:
+    if not lab.installs_monitoring:
         return None
     monitoring = lab_namespace(
         "monitoring-namespace", lab, monitoring_namespace(lab), RESTRICTED, scope.provider, scope.parent
@@ -405,10 +406,15 @@ def declare_observability(scope: Scope, gpu: Sequence[pulumi.Resource] = ()) -> 
 
 
 def metrics_ingress(scope: Scope) -> dict[str, Any]:
-    """The NetworkPolicy rule that lets Prometheus, and nothing else, reach the ranks' metrics port."""
-    namespace = {"matchLabels": {"kubernetes.io/metadata.name": monitoring_namespace(scope.lab)}}
+    """The NetworkPolicy rule that lets Prometheus, and nothing else, reach the ranks' metrics port:
+    the lab's, or every pod of the namespace the cluster's own runs in (`provides.monitoring`),
+    whose pods' labels the lab does not know."""
+    provided = scope.lab.provides.monitoring
+    name = provided.namespace if provided is not None else monitoring_namespace(scope.lab)
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": name}}
+    pods = {} if provided is not None else {"podSelector": {"matchLabels": PROMETHEUS_POD_LABELS}}
     return {
-        "from": [{"namespaceSelector": namespace, "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS}}],
+        "from": [{"namespaceSelector": namespace, **pods}],
         "ports": [{"protocol": "TCP", "port": scope.lab.observability.metrics_port}],
     }
 

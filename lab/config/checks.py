@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import annotated_types
+from pydantic.alias_generators import to_camel
 
 from lab.config.facts import (
     CLUSTER_NETWORKS,
@@ -104,11 +105,7 @@ def cross_checks(cfg: LabConfig) -> list[str]:
     problems.extend(_host_port_checks(cfg))
     if cfg.sweep is not None:
         problems.extend(_sweep_checks(cfg))
-    if cfg.scheduling.kueue_installed and cfg.gang_scheduler is not GangScheduler.KUEUE:
-        problems.append(
-            "k8scifar:scheduling.kueueInstalled: the lab's gang scheduler is none, so it uses no Kueue;"
-            " remove kueueInstalled or set scheduling.gang: kueue"
-        )
+    problems.extend(_provides_problems(cfg))
     if cfg.scheduling.gang is GangScheduler.KUEUE and cfg.kubernetes_minor < KUEUE_MIN_K8S_MINOR:
         problems.append(
             f"k8scifar:scheduling.gang: Kueue needs Kubernetes 1.{KUEUE_MIN_K8S_MINOR} or later and the lab"
@@ -460,6 +457,35 @@ def _sweep_size_checks(sweep: Sweep) -> list[str]:
             f" {trainer_sweep.MAX_FILE_BYTES} a ConfigMap holds; give fewer values or samples"
         ]
     return []
+
+
+def _provides_problems(cfg: LabConfig) -> list[str]:
+    """What the stack says the cluster has, against what the lab would use it for."""
+    provides = cfg.provides
+    problems = []
+    if provides.kueue and cfg.gang_scheduler is not GangScheduler.KUEUE:
+        problems.append(
+            "k8scifar:provides.kueue: the lab's gang scheduler is none, so it uses no Kueue;"
+            " remove provides.kueue or set scheduling.gang: kueue"
+        )
+    if provides.device_plugin and not cfg.has_gpus:
+        problems.append(
+            "k8scifar:provides.devicePlugin: no node of the stack has gpus, so the lab uses no device"
+            " plugin; remove provides.devicePlugin or give the GPU nodes their gpus"
+        )
+    if provides.monitoring is not None and not cfg.observability.enabled:
+        problems.append(
+            "k8scifar:provides.monitoring: observability.enabled is false, so the ranks serve no"
+            " metrics for it to scrape; remove provides.monitoring or set observability.enabled: true"
+        )
+    # The nfs section describes the export the lab makes; with a volume provided it makes none.
+    if provides.volume is not None and cfg.nfs.model_fields_set:
+        keys = ", ".join(f"nfs.{to_camel(k)}" for k in sorted(cfg.nfs.model_fields_set))
+        problems.append(
+            f"k8scifar:provides.volume: the lab exports no NFS folder where the cluster provides the"
+            f" volume, and the stack sets {keys}; remove the nfs section or provides.volume"
+        )
+    return problems
 
 
 def _kubeconfig_problems(cfg: LabConfig) -> list[str]:

@@ -157,6 +157,12 @@ KUBEADM_AIRGAP_MIN_MINOR = 32
 IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# The folder of the lab's volume that holds the run folders (lab.cluster.storage's runs share).
+RUNS_FOLDER = "runs"
+# Most objects' names: DNS labels joined by dots, at most 253 characters (Kubernetes
+# apimachinery/pkg/util/validation/validation.go, dns1123SubdomainFmt and DNS1123SubdomainMaxLength).
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_SUBDOMAIN_MAX = 253
 # Host names Ansible gives a meaning of its own (ansible-core 2.19): InventoryData.__init__
 # (lib/ansible/inventory/data.py) makes the groups `all` and `ungrouped` in every inventory, and
 # constants.LOCALHOST names the controller, which InventoryData.add_host makes the inventory's

@@ -19,9 +19,11 @@ from lab.config.facts import (
     KUEUE_NAMESPACE,
     RESERVED_NAMESPACE_PREFIX,
     RESERVED_NAMESPACES,
+    RUNS_FOLDER,
 )
 from lab.config.keys import DnsLabel, KeyModel
 from lab.config.machines import Airgap, Distribution, Nfs, Node, Registry, Role, SkipStep, Ssh
+from lab.config.provides import Provides
 from lab.config.workload import Backend, GangScheduler, Observability, Placement, Scheduling, Sweep, Trainer
 from lab.config.world import World, capacity, plan
 
@@ -68,6 +70,11 @@ class LabConfig(KeyModel):
         description="Let a kubeconfig's `exec` plugin or `auth-provider` run its command on this"
         " machine (`labctl` and `pulumi up` refuse such a kubeconfig otherwise): only for a"
         " kubeconfig you trust, such as your cloud's login plugin.",
+    )
+    provides: Provides = Field(
+        default_factory=Provides,
+        description="What the cluster already has, which the lab then neither declares nor installs"
+        " (on a cluster the stack names by `kubeconfig` or on machines the lab bootstraps).",
     )
     skip: dict[SkipStep, Annotated[str, StringConstraints(min_length=1)]] = Field(
         default_factory=dict,
@@ -175,6 +182,29 @@ class LabConfig(KeyModel):
         if self.nfs.allowed_networks is not None:
             return self.nfs.allowed_networks
         return [str(ipaddress.ip_network(n.address)) for n in self.nodes]
+
+    @property
+    def exports_nfs(self) -> bool:
+        """Whether the lab's volumes are its own NFS export: not where the cluster provides one."""
+        return self.provides.volume is None
+
+    @property
+    def runs_folder(self) -> tuple[Node, str] | None:
+        """(the node, the folder there) that holds the run folders, read over SSH; None where no
+        node of the lab's own holds it (a cluster's machines, a StorageClass's volumes)."""
+        if not self.bootstraps_hosts:
+            return None
+        if self.provides.volume is None:
+            return self.nfs_server, f"{self.nfs.export_path}/{RUNS_FOLDER}"
+        if self.provides.volume.shared_folder is not None:
+            return self.server, f"{self.provides.volume.shared_folder}/{RUNS_FOLDER}"
+        return None
+
+    @property
+    def installs_monitoring(self) -> bool:
+        """Whether the lab installs its Prometheus and Grafana: where it watches the ranks and the
+        cluster has no monitoring of its own."""
+        return self.observability.enabled and self.provides.monitoring is None
 
     @property
     def kubernetes_minor(self) -> int:

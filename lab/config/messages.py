@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_snake
 
-from lab.config.facts import DNS_LABEL, INTERFACE_NAME, USER_NAME
+from lab.config.facts import DNS_LABEL, DNS_SUBDOMAIN, INTERFACE_NAME, USER_NAME
 from lab.config.workload import SWEEP_PARAMETERS
 from trainer.hyperparameters import HYPERPARAMETERS, Rule
 
@@ -17,6 +17,8 @@ PATTERN_RULES = {
     DNS_LABEL: "a lowercase DNS label (letters, digits, '-')",
     USER_NAME: "a POSIX user name (letters, digits, '.', '_', '-', a letter or '_' first, at most"
     " 32 characters); write the account's login name",
+    DNS_SUBDOMAIN: "a Kubernetes object name (lowercase DNS labels joined by '.'); write the name"
+    " `kubectl get storageclass` shows",
     INTERFACE_NAME: "a network interface name (1 to 15 letters, digits, '_', '.', ':', '@' or '-');"
     " write the name `ip -brief link` shows on the node, such as eth0 or enp3s0",
 }
@@ -26,6 +28,11 @@ PATTERN_RULES = {
 YAML_BOOLEAN_WORDS = {
     False: ("off", "no", "false", "n"),
     True: ("on", "yes", "true", "y"),
+}
+# Keys that moved, as stack files spell them, and where each fact is written now: one message says
+# where, instead of "unknown key".
+MOVED_KEYS = {
+    ("scheduling", "kueueInstalled"): "provides.kueue",
 }
 # Beyond this many characters a value is cut short where a message quotes it.
 SHOWN_CHARACTERS = 40
@@ -91,6 +98,11 @@ def _choice(err: Mapping[str, Any], message: str) -> str:
 def describe(err: Mapping[str, Any]) -> str:
     loc = tuple(p for p in err["loc"] if p not in {"list[union[float,int,str]]", "Range", "[key]"})
     kind = err["type"]
+    if kind == "extra_forbidden" and loc in MOVED_KEYS:
+        return (
+            f"{_path(loc)}: moved to k8scifar:{MOVED_KEYS[loc]}, which says the same; write it there"
+            " and remove this key"
+        )
     if kind == "extra_forbidden":
         return f"{_path(loc)}: unknown key; check its spelling against docs/configuration.md"
     if kind == "missing":

@@ -226,14 +226,8 @@ class Scheduling(KeyModel):
 
     gang: GangScheduler | None = Field(
         default=None,
-        description="`kueue` (installed by the lab; the default on Kubernetes 1.29 and later) or `none`"
-        " (the default before 1.29): see docs/scaling.md.",
-    )
-    kueue_installed: bool = Field(
-        default=False,
-        description="Kueue is already in the cluster, serving the v1beta2 API and managing the lab's"
-        " namespace as docs/scaling.md says: the lab declares only its queues, flavor, topology and"
-        " priorities there, and installs no chart.",
+        description="`kueue` (installed by the lab unless `provides.kueue`; the default on Kubernetes"
+        " 1.29 and later) or `none` (the default before 1.29): see docs/scaling.md.",
     )
 
 

@@ -172,6 +172,8 @@ def validate(
     except ConfigError as err:
         print(err, file=out)
         return 2
+    if not lab.bootstraps_hosts:
+        return _validate_cluster(lab, stack, after_reset=after_reset, out=out)
     key = Path(lab.ssh.key_path).expanduser()
     if not key.is_file():
         print(f"k8scifar:ssh.keyPath: {key} does not exist; point it at the key the nodes accept", file=out)
@@ -187,6 +189,30 @@ def validate(
     outcomes = run_suite(stack, write_inventory(lab, stack), after_reset=after_reset, stacks_dir=stacks_dir)
     print_report(outcomes, out)
     return 1 if not outcomes or any(o.status in {"failed", "error"} for o in outcomes) else 0
+
+
+def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, out: TextIO) -> int:
+    """The cluster checks through the cluster's API (lab.validation.cluster_api), for a stack that
+    names a cluster's kubeconfig; 2, in one line, where they cannot run."""
+    # Imported here: the Kubernetes client loads only where a command asks a cluster.
+    from lab.cli.common.stackcluster import ClusterUnreachable
+    from lab.validation.cluster_api import outcomes
+
+    if after_reset:
+        print(
+            f"--after-reset: stack {stack} names a cluster's kubeconfig, so `pulumi destroy` resets no"
+            " host; nothing to check (`labctl validate` without it checks the lab in the cluster)",
+            file=out,
+        )
+        return 2
+    try:
+        found = outcomes(lab)
+    except ClusterUnreachable as err:
+        print(err, file=out)
+        return 2
+    print(f"validating stack {stack!r} in the cluster its kubeconfig names ({lab.kubeconfig})", file=out)
+    print_report(found, out)
+    return 1 if any(o.status in {"failed", "error"} for o in found) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from lab.cli.common.console import CliError, Level, console
 from lab.cli.doctor.cluster_checks import kueue_findings, node_findings, version_finding
 from lab.cli.status.cluster import job_state, workloads
 from lab.config import LabConfig, parse_config, read_stack_values, stack_file
-from tests.support.labctl import Labctl, assert_one_line_error, write_stack
+from tests.support.labctl import Labctl, assert_one_line_error, labctl, write_stack
 from tests.support.network import free_port
 
 STACK = "given"
@@ -61,6 +61,74 @@ def test_status_on_a_cluster_that_does_not_answer_is_one_line(
 ) -> None:
     result = labctl_in_process("status", "--stack", STACK, "--stacks-dir", stacks)
     assert_one_line_error(result, "the API server https://127.0.0.1:", "does not answer")
+
+
+# validate prints its report to the process's stdout: run as the operator runs it.
+def test_validate_on_a_cluster_that_does_not_answer_is_one_line(stacks: Path) -> None:
+    result = labctl("validate", "--stack", STACK, "--stacks-dir", stacks)
+    assert result.code == 2, (result.out, result.err)
+    (line,) = [line for line in result.out.splitlines() if line.strip()]
+    assert line.startswith("the API server https://127.0.0.1:") and "does not answer" in line
+
+
+def test_validate_after_reset_has_no_host_to_check(stacks: Path) -> None:
+    result = labctl("validate", "--stack", STACK, "--stacks-dir", stacks, "--after-reset")
+    assert result.code == 2, (result.out, result.err)
+    (line,) = [line for line in result.out.splitlines() if line.strip()]
+    assert "names a cluster's kubeconfig, so `pulumi destroy` resets no host" in line
+
+
+def test_wait_names_why_it_cannot_read_the_runs_and_the_way_it_can(
+    stacks: Path, labctl_in_process: Labctl
+) -> None:
+    result = labctl_in_process("wait", "--stack", STACK, "--stacks-dir", stacks)
+    assert_one_line_error(
+        result, "a cluster's machines are its owner's and labctl logs in to none", "pass --runs-dir DIR"
+    )
+
+
+def test_wait_asks_the_cluster_for_the_gpus_first(tmp_path: Path, labctl_in_process: Labctl) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(GIVEN.format(port=free_port()))
+    values = read_stack_values(stack_file("example-gpu")) | {"kubeconfig": str(kubeconfig)}
+    write_stack(tmp_path / "stacks", STACK, values)
+    result = labctl_in_process("wait", "--stack", STACK, "--stacks-dir", tmp_path / "stacks")
+    assert_one_line_error(result, "the API server https://127.0.0.1:", "does not answer")
+
+
+def test_dashboard_asks_the_cluster_before_kubectl_starts(
+    stacks: Path, labctl_in_process: Labctl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
+    values = read_stack_values(stacks / f"Pulumi.{STACK}.yaml") | {"observability": {"enabled": True}}
+    write_stack(stacks, STACK, values)
+    result = labctl_in_process("dashboard", "--stack", STACK, "--stacks-dir", stacks)
+    assert_one_line_error(result, "the API server https://127.0.0.1:", "does not answer")
+
+
+def test_dashboard_on_provided_monitoring_names_the_clusters_own(
+    stacks: Path, labctl_in_process: Labctl
+) -> None:
+    values = read_stack_values(stacks / f"Pulumi.{STACK}.yaml")
+    write_stack(stacks, STACK, values | {"provides": {"monitoring": {"namespace": "observe"}}})
+    result = labctl_in_process("dashboard", "--stack", STACK, "--stacks-dir", stacks, "--print")
+    assert_one_line_error(result, "installs no Grafana", "namespace observe", "open its dashboards")
+
+
+def test_init_from_a_kubeconfig_asks_the_cluster_and_no_machine(
+    tmp_path: Path, labctl_in_process: Labctl
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(GIVEN.format(port=free_port()))
+    init = ("init", "--stack", STACK, "--stacks-dir", tmp_path, "--kubeconfig", kubeconfig)
+    assert_one_line_error(labctl_in_process(*init), "the API server https://127.0.0.1:", "does not answer")
+    assert_one_line_error(
+        labctl_in_process(*init, "--server", "ubuntu@192.168.50.11"), "leave out --server and --agent"
+    )
+    assert_one_line_error(
+        labctl_in_process(*init, "--kubeconfig-context", "elsewhere"), "--kubeconfig: ", "elsewhere"
+    )
+    assert not (tmp_path / f"Pulumi.{STACK}.yaml").exists()
 
 
 def test_a_kubeconfig_changed_since_the_stack_was_read_is_refused_as_one_line(tmp_path: Path) -> None:
@@ -109,7 +177,7 @@ def test_a_cluster_release_other_than_the_stacks_is_a_warning() -> None:
 
 
 def test_kueue_as_the_stack_says() -> None:
-    installed = _lab(scheduling={"gang": "kueue", "kueueInstalled": True})
+    installed = _lab(scheduling={"gang": "kueue"}, provides={"kueue": True})
     own = _lab(scheduling={"gang": "kueue"})
     assert [f.level for f in kueue_findings(installed, True, True)] == [Level.OK]
     (missing,) = kueue_findings(installed, False, False)
@@ -117,7 +185,7 @@ def test_kueue_as_the_stack_says() -> None:
     (older,) = kueue_findings(installed, True, False)
     assert older.level is Level.ERROR and "an older Kueue" in older.detail
     (taken,) = kueue_findings(own, True, True)
-    assert taken.level is Level.ERROR and "kueueInstalled: true" in taken.fix
+    assert taken.level is Level.ERROR and "provides.kueue: true" in taken.fix
     assert [f.level for f in kueue_findings(own, False, False)] == [Level.OK]
     assert kueue_findings(_lab(scheduling={"gang": "none"}), True, True) == []
 

@@ -141,7 +141,8 @@ def test_the_manager_config_check_catches_a_v1beta1_style_config() -> None:
 
 def test_on_a_kueue_already_there_only_the_lab_queue_objects_are_declared() -> None:
     values = read_stack_values(stack_file("example-gpu"))
-    values["scheduling"] = {"gang": "kueue", "kueueInstalled": True}
+    values["scheduling"] = {"gang": "kueue"}
+    values["provides"] = {"kueue": True}
     run = run_program("example-gpu", values)
     assert kueue_releases(run) == []
     assert [n for n in run.of_kind("Namespace") if name_of(n) == "kueue-system"] == []
@@ -159,7 +160,8 @@ def test_on_a_kueue_already_there_only_the_lab_queue_objects_are_declared() -> N
 def test_kueue_installed_needs_kueue_as_the_gang_scheduler() -> None:
     values = {
         **read_stack_values(stack_file("example-cpu")),
-        "scheduling": {"gang": "none", "kueueInstalled": True},
+        "scheduling": {"gang": "none"},
+        "provides": {"kueue": True},
     }
-    with pytest.raises(ConfigError, match=r"scheduling\.kueueInstalled"):
+    with pytest.raises(ConfigError, match=r"provides\.kueue: the lab's gang scheduler is none"):
         parse_config(values)

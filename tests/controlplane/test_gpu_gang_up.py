@@ -38,7 +38,7 @@ ADMISSION_GATE = f"{GROUP}/admission"
 
 @pytest.fixture(scope="module")
 def values(plane: controlplane.ControlPlane) -> dict[str, Any]:
-    values = derived_values(plane, BASE, {"gang": "kueue", "kueueInstalled": True})
+    values = derived_values(plane, BASE, {"gang": "kueue"}, {"kueue": True})
     template = values["nodes"][0]
     values["nodes"] = [
         {

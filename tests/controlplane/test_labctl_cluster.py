@@ -15,7 +15,8 @@ from lab.controlplane import kubeconfig, netns
 from tests.support.labctl import Result, labctl, write_stack
 from tests.support.live_stack import derived_values
 
-KUEUE = {"gang": "kueue", "kueueInstalled": True}
+KUEUE = {"gang": "kueue"}
+PROVIDED = {"kueue": True}
 
 
 def _doctor(plane: controlplane.ControlPlane, stacks: Path, values: dict[str, Any]) -> Result:
@@ -37,12 +38,12 @@ def release(plane: controlplane.ControlPlane) -> str:
 def test_a_stack_that_matches_the_cluster_is_all_ok(
     plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
 ) -> None:
-    values = derived_values(plane, base_stack, KUEUE) | {"kubernetesVersion": release}
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
     result = _doctor(plane, tmp_path, values)
     assert result.code == 0, (result.out, result.err)
     assert "not checked over SSH: the stack names the cluster's kubeconfig" in result.out
     assert f"answers: Kubernetes v{release}" in result.out
-    assert "serves kueue.x-k8s.io/v1beta2, as kueueInstalled says" in result.out
+    assert "serves kueue.x-k8s.io/v1beta2, as provides.kueue says" in result.out
     assert "0 warnings, 0 errors" in result.out
 
 
@@ -64,7 +65,7 @@ def test_each_disagreement_with_the_cluster_is_a_line_with_its_fix(
         f"node {first['name']} reports 0 allocatable nvidia.com/gpu" in out or "reports no allocatable" in out
     )
     assert f"not a node of the cluster (it has {first['name']}, {second['name']})" in out
-    assert "the cluster already runs Kueue" in out and "kueueInstalled: true" in out
+    assert "the cluster already runs Kueue" in out and "provides.kueue: true" in out
     assert "1 warning, 3 errors" in out
 
 
@@ -89,9 +90,62 @@ def test_credentials_the_cluster_refuses_are_one_finding_with_its_fix(
 ) -> None:
     given = tmp_path / "kubeconfig"
     given.write_text(kubeconfig.for_token(plane.layout, which, _token(plane, which)))
-    values = derived_values(plane, base_stack, KUEUE) | {"kubernetesVersion": release}
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
     values["kubeconfig"] = str(given)
     result = _doctor(plane, tmp_path / "stacks", values)
     assert result.code == 1, (result.out, result.err)
     assert said in result.out
     assert "1 error" in result.out
+
+
+def _stack(plane: controlplane.ControlPlane, stacks: Path, values: dict[str, Any]) -> tuple[str, ...]:
+    write_stack(stacks, "given", values)
+    return ("--stack", "given", "--stacks-dir", str(stacks))
+
+
+def test_validate_checks_the_lab_in_the_cluster_through_its_api(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    """No lab is declared in the cluster here: its nodes pass, its objects are missing, each a line."""
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    done = labctl("validate", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 1, (done.out, done.err)
+    assert "PASS  configured nodes are ready: cluster" in done.out
+    assert "FAIL  claims are bound: cluster" in done.out
+    assert "the lab's namespace has no PersistentVolumeClaims" in done.out
+    assert "FAIL  training ranks run: cluster" in done.out
+    assert "the stack names the cluster's kubeconfig, so its machines are its owner's" in done.out
+    assert "SSH" not in done.out + done.err
+
+
+def test_wait_finds_the_gpus_the_cluster_lacks_through_its_api(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    first, second = values["nodes"]
+    values["nodes"] = [first | {"gpus": 1}, second | {"gpus": 1}]
+    done = labctl("wait", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 1, (done.out, done.err)
+    assert f"GPU node {first['name']} reports no allocatable nvidia.com/gpu" in " ".join(done.err.split())
+
+
+def test_wait_on_a_cpu_lab_names_the_way_to_its_runs(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    done = labctl("wait", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 2, (done.out, done.err)
+    assert "logs in to none of them; copy the runs folder and pass --runs-dir DIR" in " ".join(
+        done.err.split()
+    )
+
+
+def test_dashboard_asks_the_cluster_for_grafana_before_kubectl(
+    plane: controlplane.ControlPlane, base_stack: str, release: str, tmp_path: Path
+) -> None:
+    values = derived_values(plane, base_stack, KUEUE, PROVIDED) | {"kubernetesVersion": release}
+    values["observability"] = {"enabled": True}
+    done = labctl("dashboard", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
+    assert done.code == 2, (done.out, done.err)
+    said = " ".join(done.err.split())
+    assert "no Service grafana in namespace k8scifar-monitoring of the cluster yet" in said, said

@@ -49,10 +49,17 @@ class LiveStack:
         self.values, self.lab = values, parse_config(values)
 
 
-def derived_values(plane: controlplane.ControlPlane, base: str, scheduling: dict[str, Any]) -> dict[str, Any]:
+def derived_values(
+    plane: controlplane.ControlPlane,
+    base: str,
+    scheduling: dict[str, Any],
+    provides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     values = read_stack_values(stack_file(base))
     values["kubeconfig"] = str(plane.layout.kubeconfig)
     values["scheduling"] = scheduling
+    if provides is not None:
+        values["provides"] = provides
     values["observability"] = {"enabled": False}
     return values
 

@@ -1,4 +1,5 @@
-"""Where `status` and `results` read run folders from: a local copy, or the NFS export over SSH."""
+"""Where `status`, `wait` and `results` read run folders from: a local copy, or the folder on the
+lab's node that holds them (its NFS export, or the shared folder the stack provides) over SSH."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rich.markup import escape
 
 from lab.cli.common.console import CliError, errors
 from lab.cli.common.stackarg import load
+from lab.config import LabConfig
 from lab.files import extract_whole
 from lab.remote.ssh import Remote
 from trainer import inputs
@@ -62,7 +64,7 @@ class LocalRuns:
 
 @dataclass(frozen=True)
 class ExportRuns:
-    """The runs folder on the NFS export, read by the server's own python3 as the SSH user: no
+    """The runs folder on the node that holds it, read by the server's own python3 as the SSH user: no
     sudo, for the trainer's files are readable by all (trainer/records/runfolders.py)."""
 
     remote: Remote
@@ -143,10 +145,28 @@ def _last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no error output"])[-1]
 
 
+def unreadable_runs(cfg: LabConfig) -> str:
+    """Why labctl cannot read the stack's run folders (LabConfig.runs_folder is None), and the way
+    it can: a copy of them."""
+    volume = cfg.provides.volume
+    if not cfg.bootstraps_hosts:
+        why = "a cluster's machines are its owner's and labctl logs in to none of them"
+    else:
+        assert volume is not None  # a lab of the stack's own holds them otherwise
+        why = f"these are on volumes of StorageClass {volume.storage_class}, which no node of the lab holds"
+    return (
+        f"labctl reads the run folders over SSH on a node of the lab's own, and {why}; copy the"
+        " runs folder and pass --runs-dir DIR"
+    )
+
+
 def runs_source(args: argparse.Namespace) -> RunsSource:
-    """The local copy `--runs-dir` names (no stack file needed), else `<nfs.exportPath>/runs` on
-    the stack's NFS server."""
+    """The local copy `--runs-dir` names (no stack file needed), else the stack's runs folder on
+    the node that holds it (LabConfig.runs_folder) over SSH."""
     if args.runs_dir is not None:
         return LocalRuns(args.runs_dir)
     cfg = load(args)
-    return ExportRuns(Remote.of(args.stack, cfg.ssh, cfg.nfs_server), f"{cfg.nfs.export_path}/runs")
+    if cfg.runs_folder is None:
+        raise CliError(unreadable_runs(cfg))
+    node, folder = cfg.runs_folder
+    return ExportRuns(Remote.of(args.stack, cfg.ssh, node), folder)

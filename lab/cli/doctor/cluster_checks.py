@@ -113,18 +113,18 @@ def kueue_findings(cfg: LabConfig, group_served: bool, version_served: bool) -> 
 
     if not _uses_kueue(cfg):
         return []
-    if cfg.scheduling.kueue_installed:
+    if cfg.provides.kueue:
         if version_served:
-            return [Finding(WHERE, "Kueue", Level.OK, f"serves {API_VERSION}, as kueueInstalled says")]
+            return [Finding(WHERE, "Kueue", Level.OK, f"serves {API_VERSION}, as provides.kueue says")]
         return [
             Finding(
                 WHERE,
                 "Kueue",
                 Level.ERROR,
-                f"scheduling.kueueInstalled says Kueue is there, and the cluster serves no {API_VERSION}"
+                f"provides.kueue says Kueue is there, and the cluster serves no {API_VERSION}"
                 + (" (an older Kueue)" if group_served else ""),
                 f"install a Kueue that serves {API_VERSION} as docs/scaling.md says, or remove"
-                " kueueInstalled so that the lab installs its own",
+                " provides.kueue so that the lab installs its own",
             )
         ]
     if group_served:
@@ -135,7 +135,7 @@ def kueue_findings(cfg: LabConfig, group_served: bool, version_served: bool) -> 
                 Level.ERROR,
                 f"the cluster already runs Kueue ({_group(API_VERSION)}), and the lab would install its own"
                 " over it",
-                "set k8scifar:scheduling.kueueInstalled: true to use the cluster's",
+                "set k8scifar:provides.kueue: true to use the cluster's",
             )
         ]
     return [Finding(WHERE, "Kueue", Level.OK, "none in the cluster: `pulumi up` installs it")]

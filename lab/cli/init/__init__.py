@@ -1,4 +1,5 @@
-"""`labctl init`: from the machines' addresses to a checked, commented stacks/Pulumi.<name>.yaml.
+"""`labctl init`: from the machines' addresses, or a cluster's kubeconfig (the package's
+`cluster`), to a checked, commented stacks/Pulumi.<name>.yaml.
 
 The package's `stackfile` writes the file with the configuration model's own descriptions.
 """
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from lab.cli.common.console import CliError, console
 from lab.cli.common.stackarg import add_stack_option
+from lab.cli.init.cluster import cluster_values
 from lab.cli.init.stackfile import render_stack
 from lab.config import (
     Distribution,
@@ -80,6 +82,21 @@ def register(commands: argparse._SubParsersAction) -> None:
         help=f"Kubernetes distribution: {LabConfig.model_fields['distribution'].description}"
         " (default: %(default)s)",
     )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="a cluster that is already there: write a stack that names its kubeconfig, with its"
+        " nodes, release and Kueue as its API server says (no machine is logged in to; instead of"
+        " --server and --agent)",
+    )
+    parser.add_argument(
+        "--kubeconfig-context", metavar="NAME", help="the context of --kubeconfig that names the cluster"
+    )
+    parser.add_argument(
+        "--allow-kubeconfig-commands",
+        action="store_true",
+        help=LabConfig.model_fields["allow_kubeconfig_commands"].description,
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing stack file")
     parser.set_defaults(handler=run)
 
@@ -118,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
     path = stack_file(args.stack, args.stacks_dir)
     if path.exists() and not args.force:
         raise CliError(f"{path} already exists; pass --force to overwrite it, or choose another --stack")
+    if args.kubeconfig is not None:
+        return _init_cluster(args, path)
+    if args.kubeconfig_context is not None or args.allow_kubeconfig_commands:
+        raise CliError("--kubeconfig-context and --allow-kubeconfig-commands go with --kubeconfig")
     if args.server:
         machines = [parse_machine(args.server, Role.SERVER)] + [
             parse_machine(a, Role.AGENT) for a in args.agent
@@ -135,6 +156,19 @@ def run(args: argparse.Namespace) -> int:
             nodes.append(detect(machine, Remote.of(args.stack, cfg.ssh, node), peer))
     _distinct_names(nodes)
     write_checked(path, render_stack(_values(args, nodes, ssh)))
+    console.print(_nodes_table(load_stack(args.stack, args.stacks_dir).nodes))
+    console.print(f"wrote {path}; next: labctl doctor --stack {args.stack}")
+    return 0
+
+
+def _init_cluster(args: argparse.Namespace, path: Path) -> int:
+    """The stack for the cluster `--kubeconfig` names, read through its API."""
+    if args.server or args.agent:
+        raise CliError(
+            "--kubeconfig names a cluster whose nodes its API server lists; leave out --server and --agent"
+        )
+    values = cluster_values(args) | _editable()
+    write_checked(path, render_stack(values))
     console.print(_nodes_table(load_stack(args.stack, args.stacks_dir).nodes))
     console.print(f"wrote {path}; next: labctl doctor --stack {args.stack}")
     return 0

@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from lab.cli.common.console import CliError, console, errors, shown
-from lab.cli.common.runsource import print_problems, run_option, runs_source
+from lab.cli.common.runsource import print_problems, run_option, runs_source, unreadable_runs
 from lab.cli.common.stackarg import add_stack_option, flags, load
 from lab.cli.status import cluster, live
 from lab.config import STACKS_DIR, LabConfig
@@ -178,13 +179,7 @@ def show_cluster(args: argparse.Namespace, cfg: LabConfig) -> None:
             f" `pulumi up --stack {args.stack}` declares them",
             soft_wrap=True,
         )
-    # The run folders are on the lab's volume, which labctl reads over SSH on a lab it
-    # bootstrapped; a cluster's machines are its owner's.
-    console.print(
-        "[yellow]run progress: labctl reads the run folders on the NFS server over SSH, and does not"
-        " log in to a cluster's machines; copy the runs folder and pass --runs-dir DIR[/]",
-        soft_wrap=True,
-    )
+    console.print(f"[yellow]run progress: {escape(unreadable_runs(cfg))}[/]", soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -130,6 +130,8 @@ def test_nvidia_device_nodes_have_dev_char_links(host: Any, node: Node) -> None:
 
 
 def _nfs_server(host: Any, node: Node, lab: LabConfig) -> None:
+    if not lab.exports_nfs:
+        pytest.skip("the lab exports no NFS folder: the stack's provides.volume names the volume")
     if node.name != lab.nfs_server.name:
         pytest.skip(f"{node.name} is not the NFS server ({lab.nfs_server.name} exports the share)")
 
@@ -164,6 +166,20 @@ def test_nfs_export_is_served(host: Any, node: Node, lab: LabConfig) -> None:
     assert host.service("nfs-server").is_running, f"nfs-server is not running on {node.name}"
     served = host.check_output("exportfs -v")
     assert lab.nfs.export_path in served, f"{lab.nfs.export_path} is not in `exportfs -v` on {node.name}"
+
+
+def test_shared_folder_holds_the_trainers_folders(host: Any, node: Node, lab: LabConfig) -> None:
+    """The folder the stack says every node mounts holds the folders the lab's volumes are."""
+    shared = lab.provides.volume.shared_folder if lab.provides.volume is not None else None
+    if shared is None:
+        pytest.skip("the stack names no shared folder (provides.volume.sharedFolder)")
+    for folder in checks.EXPORT_FOLDERS:
+        found = host.file(f"{shared}/{folder}")
+        assert found.is_directory, f"{shared}/{folder} is not a folder on {node.name}"
+        assert found.uid == lab.trainer.uid or found.mode & 0o002, (
+            f"{shared}/{folder} on {node.name} is uid {found.uid}'s, mode {found.mode:o}:"
+            f" trainer.uid {lab.trainer.uid} cannot write there"
+        )
 
 
 def test_registry_mirror_is_configured(host: Any, node: Node, lab: LabConfig) -> None:
