@@ -194,11 +194,6 @@ def render() -> str:
             lines += _section(field.alias or name, model)
             if model.__name__ == "Sweep":
                 lines += _sweep_parameters()
-            # A mapping inside a section (provides.volume) gets a section of its own after it.
-            for inner_name, inner in model.model_fields.items():
-                inner_model = nested_model(inner.annotation)
-                if inner_model is not None and inner_model is not model:
-                    lines += _section(f"{field.alias or name}.{inner.alias or inner_name}", inner_model)
     lines += _hyperparameters()
     return "\n".join(lines) + "\n"
 
