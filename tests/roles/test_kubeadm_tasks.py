@@ -362,8 +362,8 @@ def test_an_offline_install_adds_only_what_is_missing_and_reset_takes_exactly_th
     assert (tmp_path / "cni-bin" / "loopback").read_text() == "lab's loopback"
     assert (tmp_path / "state" / "cni").read_text().split() == [str(tmp_path / "cni-bin" / "loopback")]
     assert (tmp_path / "state" / "images").read_text().split() == [
-        "registry.k8s.io/pause:3.10",
         "registry.k8s.io/etcd:3.6.4-0",
+        "registry.k8s.io/pause:3.10",
     ]
 
     (tmp_path / "kubelet.service").write_text(MARK + "[Service]\n")
