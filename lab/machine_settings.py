@@ -41,6 +41,17 @@ class ContainerdSettings(_Keys):
     """Settings of containerd's CRI plugin the machine needs."""
 
     restrict_oom_score_adj: bool | None = Field(default=None, alias="restrictOomScoreAdj")
+    # Every pod's sandbox is containerd's `sandbox_image`, not the kubelet's choice; a machine
+    # whose images carry a pause of their own names it here (an image reference).
+    sandbox_image: str | None = Field(default=None, alias="sandboxImage", pattern=r"^[a-z0-9][a-z0-9./_:-]*$")
+
+
+class KubeProxySettings(_Keys):
+    """KubeProxyConfiguration fields (kubeproxy.config.k8s.io/v1alpha1) the machine needs set."""
+
+    # 0 leaves the kernel's conntrack table size alone; kube-proxy otherwise writes
+    # /proc/sys/net/netfilter/nf_conntrack_max and exits where it may not.
+    conntrack_max_per_core: int | None = Field(default=None, alias="conntrackMaxPerCore", ge=0)
 
 
 class MachineSettings(_Keys):
@@ -52,23 +63,39 @@ class MachineSettings(_Keys):
     # The machine's swap is its host's, which it may not turn off: swap stays on, the kubelet
     # runs with it (failSwapOn: false) and kubeadm's Swap preflight check is ignored.
     shared_swap: bool = Field(default=False, alias="sharedSwap")
+    # The machine carries a pod network of its own (CNI configuration, routes between nodes):
+    # the lab installs none (no flannel) and leaves it in place on reset.
+    own_pod_network: bool = Field(default=False, alias="ownPodNetwork")
     kubelet: KubeletSettings = KubeletSettings()
     containerd: ContainerdSettings = ContainerdSettings()
+    kube_proxy: KubeProxySettings = Field(default=KubeProxySettings(), alias="kubeProxy")
 
     def for_roles(self) -> dict[str, Any]:
-        """What the roles apply: the kubelet's configuration patch, containerd's two settings,
-        whether swap stays on and kubeadm's preflight checks to ignore."""
+        """What the roles apply: the kubelet's configuration patch, containerd's settings,
+        kube-proxy's, whether swap stays on, whether the lab brings a pod network, and kubeadm's
+        preflight checks to ignore."""
         kubelet = self.kubelet.model_dump(by_alias=True, exclude_none=True)
         if self.cgroup_driver is not None:
             kubelet["cgroupDriver"] = self.cgroup_driver
         if self.shared_swap:
             kubelet["failSwapOn"] = False
+        kube_proxy = {}
+        if self.kube_proxy.conntrack_max_per_core is not None:
+            kube_proxy["conntrack"] = {"maxPerCore": self.kube_proxy.conntrack_max_per_core}
+        ignored = ["Swap"] if self.shared_swap else []
+        if self.containerd.sandbox_image:
+            # kubeadm's ImagePull check pulls its own pause (images.GetControlPlaneImages lists
+            # GetPauseImage, whose tag no configuration sets), which offline it cannot.
+            ignored.append("ImagePull")
         return {
             "kubelet": kubelet,
             "systemd_cgroup": self.cgroup_driver != "cgroupfs",
             "restrict_oom_score_adj": bool(self.containerd.restrict_oom_score_adj),
+            "sandbox_image": self.containerd.sandbox_image or "",
+            "kube_proxy": kube_proxy,
+            "own_pod_network": self.own_pod_network,
             "shared_swap": self.shared_swap,
-            "ignore_preflight_errors": ["Swap"] if self.shared_swap else [],
+            "ignore_preflight_errors": ignored,
         }
 
 

@@ -16,11 +16,13 @@ from lab.machine_settings import (
     MACHINE_SETTINGS_FILE,
     ContainerdSettings,
     KubeletSettings,
+    KubeProxySettings,
     MachineSettings,
     render,
 )
 from lab.testbed import kubelet_host
 from lab.testbed.commands import run
+from lab.testbed.images import names
 from lab.testbed.layout import CACHE_ROOT, USER, Layout, Machine
 
 SUITE = "bookworm"
@@ -29,14 +31,18 @@ PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "ipr
 # docs/kubelets.md: the machine's systemd manages only the name=systemd hierarchy (cgroupfs),
 # the host's swap is shared, the host's root lacks CAP_SYS_RESOURCE (oomScoreAdj, maxOpenFiles at
 # the host's hard limit, containerd's restrict_oom_score_adj), /proc/sys is read-only with the
-# kubelet's values masked over it (protectKernelDefaults checks them), and the host runs cgroup v1.
+# kubelet's values masked over it (protectKernelDefaults checks them; kube-proxy may not size the
+# conntrack table), the host runs cgroup v1, the images are made here with a pause of the
+# project's own (lab/testbed/images), and the pod network is the machines' (pod_network.py).
 TESTBED_SETTINGS = MachineSettings(
     cgroup_driver="cgroupfs",
     shared_swap=True,
+    own_pod_network=True,
     kubelet=KubeletSettings(
         oom_score_adj=0, max_open_files=20000, protect_kernel_defaults=True, fail_cgroup_v1=False
     ),
-    containerd=ContainerdSettings(restrict_oom_score_adj=True),
+    containerd=ContainerdSettings(restrict_oom_score_adj=True, sandbox_image=names.PAUSE_IMAGE),
+    kube_proxy=KubeProxySettings(conntrack_max_per_core=0),
 )
 
 

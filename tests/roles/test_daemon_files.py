@@ -245,13 +245,19 @@ def test_containerd_configuration_uses_kubeadm_s_sandbox_and_flannel_s_plugins(d
 def test_a_test_machine_s_containerd_runs_cgroupfs_and_keeps_oom_scores(default: Path) -> None:
     """A test machine's settings file (lab/machine_settings.py) reaches containerd: without
     cgroupfs its sandboxes land where the machine's systemd cannot manage them, without the OOM
-    restriction runc fails every sandbox (docs/kubelets.md)."""
+    restriction runc fails every sandbox (docs/kubelets.md), and without its own pause every
+    sandbox waits on kubeadm's, which an offline machine cannot pull."""
     roles = TESTBED_SETTINGS.for_roles()
     text = kubeadm_containerd_edit(
-        default.read_text(), KUBEADM_IMAGES, roles["systemd_cgroup"], roles["restrict_oom_score_adj"]
+        default.read_text(),
+        KUBEADM_IMAGES,
+        roles["systemd_cgroup"],
+        roles["restrict_oom_score_adj"],
+        roles["sandbox_image"],
     )
     settings = cri_settings(text)
     assert (settings["systemd cgroups"], settings["restrict oom score adj"]) == (False, True)
+    assert settings["sandbox image"] == roles["sandbox_image"] != "registry.k8s.io/pause:3.10"
 
 
 def test_containerd_defaults_alone_would_break_kubeadm() -> None:

@@ -15,6 +15,7 @@ import yaml
 
 from lab.machine_settings import MACHINE_SETTINGS_FILE, MachineSettings, read, render
 from lab.paths import ANSIBLE_DIR
+from lab.testbed.images import names
 from lab.testbed.rootfs import TESTBED_SETTINGS, write_machine_settings
 from tests.support.local_play import LOCAL, run_play
 from tests.support.rules.kubeadm_rules import kubeadm_config_problems
@@ -35,8 +36,11 @@ def test_the_testbed_writes_what_docs_kubelets_md_found() -> None:
         },
         "systemd_cgroup": False,
         "restrict_oom_score_adj": True,
+        "sandbox_image": names.PAUSE_IMAGE,
+        "kube_proxy": {"conntrack": {"maxPerCore": 0}},
+        "own_pod_network": True,
         "shared_swap": True,
-        "ignore_preflight_errors": ["Swap"],
+        "ignore_preflight_errors": ["Swap", "ImagePull"],
     }
 
 
@@ -52,6 +56,9 @@ def test_no_file_leaves_the_lab_s_defaults() -> None:
         "kubelet": {},
         "systemd_cgroup": True,
         "restrict_oom_score_adj": False,
+        "sandbox_image": "",
+        "kube_proxy": {},
+        "own_pod_network": False,
         "shared_swap": False,
         "ignore_preflight_errors": [],
     }
@@ -150,8 +157,10 @@ def test_a_test_machine_s_settings_reach_kubeadm_and_the_kubelet(tmp_path: Path)
     rc, output, files = _render(tmp_path / "server", render(TESTBED_SETTINGS))
     assert rc == 0, output
     assert kubeadm_config_problems(files["kubeadm.yaml"], "1.34.4") == []
-    init = _documents(files)["InitConfiguration"]
-    assert init["nodeRegistration"]["ignorePreflightErrors"] == ["Swap"]
+    documents = _documents(files)
+    init = documents["InitConfiguration"]
+    assert init["nodeRegistration"]["ignorePreflightErrors"] == ["Swap", "ImagePull"]
+    assert documents["KubeProxyConfiguration"]["conntrack"] == {"maxPerCore": 0}
     assert init["patches"] == {"directory": "/etc/kubernetes/k8scifar-patches"}
     patch = yaml.safe_load(files["kubelet-patch.yaml"])
     assert patch == TESTBED_SETTINGS.for_roles()["kubelet"]
@@ -161,7 +170,7 @@ def test_a_test_machine_s_settings_reach_kubeadm_and_the_kubelet(tmp_path: Path)
     assert rc == 0, output
     assert kubeadm_config_problems(files["kubeadm.yaml"], "1.34.4") == []
     join = _documents(files)["JoinConfiguration"]
-    assert join["nodeRegistration"]["ignorePreflightErrors"] == ["Swap"]
+    assert join["nodeRegistration"]["ignorePreflightErrors"] == ["Swap", "ImagePull"]
     assert join["patches"] == {"directory": "/etc/kubernetes/k8scifar-patches"}
 
 
@@ -171,6 +180,7 @@ def test_a_user_s_node_without_the_file_gets_the_lab_s_defaults(tmp_path: Path) 
     documents = _documents(files)
     assert "ignorePreflightErrors" not in documents["InitConfiguration"]["nodeRegistration"]
     assert "patches" not in documents["InitConfiguration"]
+    assert "KubeProxyConfiguration" not in documents, "kube-proxy sizes its conntrack table itself"
     assert documents["KubeletConfiguration"]["cgroupDriver"] == "systemd"
     assert json.loads(files["settings.json"]) == MachineSettings().for_roles()
     cluster = documents["ClusterConfiguration"]

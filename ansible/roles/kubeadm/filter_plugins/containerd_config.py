@@ -59,7 +59,11 @@ def _sandbox_image(images: list[str]) -> str:
 
 
 def kubeadm_containerd_edit(
-    default: str, images: list[str], systemd_cgroup: bool = True, restrict_oom_score_adj: bool = False
+    default: str,
+    images: list[str],
+    systemd_cgroup: bool = True,
+    restrict_oom_score_adj: bool = False,
+    sandbox_image: str = "",
 ) -> str:
     """`default` (containerd's `config default`) with systemd cgroups, kubeadm's pause image (from
     `images`, the lines of `kubeadm config images list`), the CNI plugins in /opt/cni/bin and
@@ -68,7 +72,8 @@ def kubeadm_containerd_edit(
     A machine's settings file (lab/machine_settings.py) may ask for cgroupfs (`systemd_cgroup`
     false, matching the kubelet's cgroupDriver) and for `restrict_oom_score_adj`, which keeps
     runc from lowering an OOM score below containerd's own where it lacks CAP_SYS_RESOURCE;
-    otherwise both stay containerd's defaults but for systemd cgroups."""
+    otherwise both stay containerd's defaults but for systemd cgroups. It may also name the
+    `sandbox_image` its images carry instead of kubeadm's pause."""
     sections = _sections(default)
     cni = [i for i, s in enumerate(sections) if _CNI_TABLE.search(s.splitlines()[0] if s else "")]
     if len(cni) != 1:
@@ -89,7 +94,7 @@ def kubeadm_containerd_edit(
         (
             "the sandbox image",
             rf"(?m)^(\s*)(sandbox_image|sandbox) = {_QUOTED}$",
-            rf'\1\2 = "{_sandbox_image(images)}"',
+            rf'\1\2 = "{sandbox_image or _sandbox_image(images)}"',
         ),
     ]
     for what, pattern, replacement in edits:
