@@ -13,10 +13,12 @@ busy ones, pod network namespaces, flannel's links), and what the owner has besi
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from lab.paths import ANSIBLE_DIR
 from tests.support.local_play import LOCAL, run_play, run_tasks
 
 # A machine whose owner runs podman with the CNI firewall plugin (CNI-FORWARD, CNI-ADMIN).
@@ -322,3 +324,21 @@ def test_reset_leaves_a_cni0_of_another_network(tmp_path: Path) -> None:
     _in_namespaces(tmp_path, cni0_address="10.88.0.1/16")
     links = _links(tmp_path)
     assert "cni0" in links and "flannel.1" not in links
+
+
+def test_the_cgroupfs_drivers_pod_cgroups_go_and_systemds_slice_is_left_to_systemd(tmp_path: Path) -> None:
+    """After a kubelet with the cgroupfs driver, `kubepods` stays in every hierarchy (kubeadm
+    reset leaves it), which a kubelet started later would find as its own."""
+    sys.path.insert(0, str(ANSIBLE_DIR / "roles" / "cluster_leftovers" / "library"))
+    from cluster_pods import remove_cgroupfs_pods
+
+    for tree in ("cpu/kubepods/burstable/pod1", "memory/kubepods/besteffort", "kubepods/pod2"):
+        (tmp_path / tree).mkdir(parents=True)
+    (tmp_path / "systemd/kubepods.slice/kubepods-pod3.slice").mkdir(parents=True)
+    (tmp_path / "cpu/owner").mkdir()
+    removed = remove_cgroupfs_pods(str(tmp_path))
+    expected = ("kubepods", "cpu/kubepods", "memory/kubepods")
+    assert sorted(removed) == sorted(str(tmp_path / t) for t in expected)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == ["cpu", "cpu/owner", "memory", "systemd", "systemd/kubepods.slice",
+                    "systemd/kubepods.slice/kubepods-pod3.slice"]  # fmt: skip

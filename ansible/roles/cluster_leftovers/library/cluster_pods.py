@@ -14,7 +14,9 @@ reset` (which removes containers only through a CRI that still answers):
   them; with the cgroupfs driver they live in `kubepods`.
 
 Processes are killed with SIGKILL, as k3s-killall.sh does, until none is left (a dying process
-may have forked).
+may have forked). Then the cgroupfs driver's `kubepods` trees go, deepest first: the kubelet made
+them itself and nothing removes them once it is stopped (kubeadm reset leaves them; the systemd
+driver's `kubepods.slice` is systemd's, which stops it once empty).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ansible.module_utils.basic import AnsibleModule
 CGROUP_ROOT = "/sys/fs/cgroup"
 # The top-level pod cgroups of the systemd and cgroupfs drivers, in any hierarchy.
 POD_CGROUPS = ("kubepods.slice", "kubepods")
+CGROUPFS_PODS = "kubepods"
 CRI_NAMESPACE = "k8s.io"
 SECONDS = 30
 
@@ -130,13 +133,28 @@ def kill_pods(seconds: float = SECONDS) -> list[int]:
         time.sleep(0.2)
 
 
+def remove_cgroupfs_pods(root: str = CGROUP_ROOT) -> list[str]:
+    """Delete the cgroupfs driver's pod cgroups of every hierarchy, deepest first; those removed.
+    A cgroup without processes or children is removed by rmdir, its control files with it."""
+    removed = []
+    for top in pod_cgroups(root):
+        if os.path.basename(top) == CGROUPFS_PODS:
+            for directory, _dirs, _files in os.walk(top, topdown=False):
+                os.rmdir(directory)
+            removed.append(top)
+    return removed
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec={}, supports_check_mode=False)
     try:
         killed = kill_pods()
+        removed = remove_cgroupfs_pods()
     except TimeoutError as err:
         module.fail_json(msg=str(err))
-    module.exit_json(changed=bool(killed), killed=killed)
+    except OSError as err:
+        module.fail_json(msg=f"a pod cgroup could not be removed: {err}")
+    module.exit_json(changed=bool(killed or removed), killed=killed, removed=removed)
 
 
 if __name__ == "__main__":
