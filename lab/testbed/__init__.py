@@ -154,9 +154,11 @@ def down(layout: Layout, purge_cache: bool = False) -> None:
     for netns in network.own_namespaces(layout):
         for pid in network.namespace_pids(netns):
             _kill(pid, signal.SIGKILL)
-    for machine in layout.machines:
-        cgroups.remove(machine)
-    network.remove(layout)
+    try:
+        for machine in layout.machines:
+            cgroups.remove(machine)
+    finally:
+        network.remove(layout)
     if layout.state.exists():
         machines.release_runtime_dir(layout)
         shutil.rmtree(layout.state)
@@ -173,6 +175,7 @@ def leftovers(layout: Layout) -> list[str]:
     """Whatever of testbed `layout.name` still exists: namespaces, links, files, processes, mounts."""
     found = [f"network namespace {n}" for n in network.own_namespaces(layout)]
     found += [f"link {link}" for link in network.own_links(layout)]
+    found += [f"cgroup {path}" for m in layout.machines for path in cgroups.machine_paths(m) if path.exists()]
     if layout.state.exists():
         found.append(f"folder {layout.state}")
     state = str(layout.state)

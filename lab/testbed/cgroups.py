@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from lab.testbed.commands import TestbedError
@@ -41,31 +40,45 @@ def _own_paths() -> list[Path]:
     return paths
 
 
+def _record(machine: Machine) -> Path:
+    """Where `create` notes the cgroups it made, beside the machine's tree: `down` may run in a
+    process whose own cgroups (and so `machine_paths`) differ from those of the one that booted."""
+    return machine.root.with_name(f"{machine.root.name}.cgroups")
+
+
 def machine_paths(machine: Machine) -> list[Path]:
-    return [own / machine.netns for own in _own_paths()]
+    """The machine's cgroups, as this process would make them and as `create` recorded them."""
+    own = [path / machine.netns for path in _own_paths()]
+    try:
+        recorded = [Path(line) for line in _record(machine).read_text().splitlines() if line]
+    except FileNotFoundError:
+        recorded = []
+    return list(dict.fromkeys(own + recorded))
 
 
 def create(machine: Machine) -> list[Path]:
     """Make the machine's cgroups (a stale tree of an earlier machine is removed first)."""
     remove(machine)
-    made = []
-    for path in machine_paths(machine):
+    made = [path / machine.netns for path in _own_paths()]
+    _record(machine).parent.mkdir(parents=True, exist_ok=True)
+    _record(machine).write_text("".join(f"{path}\n" for path in made))
+    for path in made:
         path.mkdir()
-        made.append(path)
         for name in CPUSET_INHERITED:
             if (path / name).exists():
                 (path / name).write_text((path.parent / name).read_text())
     return made
 
 
-def joiner(paths: list[Path]) -> Callable[[], None]:
-    """A function for Popen's preexec_fn: the child moves itself into `paths` before it execs."""
+# A shell that writes its own pid into each cgroup of $1 (colon-separated), then becomes the
+# command: Python's preexec_fn would do the same in the child, but is unsafe in a process with
+# threads (the subprocess documentation: it may deadlock).
+_JOIN_THEN_EXEC = 'IFS=:; for p in $1; do echo $$ > "$p/cgroup.procs" || exit 1; done; shift; exec "$@"'
 
-    def join() -> None:
-        for path in paths:
-            (path / "cgroup.procs").write_text("0")  # 0: the writing process itself
 
-    return join
+def joined(paths: list[Path], argv: list[str]) -> list[str]:
+    """`argv` run inside the cgroups `paths` from its first instruction on."""
+    return ["sh", "-c", _JOIN_THEN_EXEC, "sh", ":".join(map(str, paths)), *argv]
 
 
 def remove(machine: Machine) -> None:
@@ -79,6 +92,7 @@ def remove(machine: Machine) -> None:
                 os.kill(pid, signal.SIGKILL)
         left = [d for tree in trees for d in _bottom_up(tree) if not _rmdir(d)]
         if not left:
+            _record(machine).unlink(missing_ok=True)
             return
         if time.monotonic() > deadline:
             raise TestbedError(f"{machine.name}: cgroups not removed: {', '.join(map(str, left[:3]))}")

@@ -62,15 +62,13 @@ def boot(machine: Machine, log: Path) -> subprocess.Popen[bytes]:
         *kubelet_host.NSPAWN_OPTIONS,
         "--boot",
     ]
-    join = cgroups.joiner(cgroups.create(machine))
     with log.open("wb") as out:
         return subprocess.Popen(
-            cmd,
+            cgroups.joined(cgroups.create(machine), cmd),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=join,  # the child only writes its own pid to cgroupfs: safe before exec
         )
 
 
