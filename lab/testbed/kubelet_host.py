@@ -16,11 +16,19 @@ from pathlib import Path
 #   keyring: ... operation not permitted` under nspawn's default seccomp filter).
 NSPAWN_OPTIONS = ["--bind-ro=/dev/kmsg", "--capability=CAP_SYSLOG", "--system-call-filter=@keyring"]
 
-# The kernel settings the kubelet checks with protectKernelDefaults (kubelet's
-# pkg/kubelet/cm/container_manager_linux.go, setupKernelTunables) as it must read them. /proc/sys
-# is read-only in the machine, so each entry is covered with a read-only file holding the value;
-# the host keeps its own.
-KERNEL_DEFAULTS = {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}
+# The six kernel settings the kubelet checks with protectKernelDefaults (kubelet's
+# pkg/kubelet/cm/container_manager_linux.go, setupKernelTunables; values from pkg/util/sysctl) as it
+# must read them. /proc/sys is read-only in the machine, so each entry is covered with a read-only
+# file holding the value; the host keeps its own. The last three are the kernel's defaults, masked
+# all the same so a host tuned otherwise cannot stop the kubelet.
+KERNEL_DEFAULTS = {
+    "vm/overcommit_memory": "1",
+    "kernel/panic": "10",
+    "kernel/panic_on_oops": "1",
+    "vm/panic_on_oom": "0",
+    "kernel/keys/root_maxkeys": "1000000",
+    "kernel/keys/root_maxbytes": "25000000",
+}
 
 UNIT_NAME = "testbed-kubelet-host.service"
 SCRIPT = "/usr/local/sbin/testbed-kubelet-host"

@@ -8,9 +8,12 @@ kubeadm pod network per machine, and a route on every machine to every other mac
 Nothing here is a cluster's to remove: the bridge, its gateway address and the routes are made
 with the machine and gone with its namespace, so `reset.yml` leaves them as they were before.
 
-Machine N holds the Nth /24. kubeadm's node IPAM hands the /24s out in the order nodes register
-(pkg/controller/nodeipam/ipam/range_allocator.go, the next free CIDR); the testbed stacks name the
-server first, which registers at `kubeadm init`, before any join, so the two agree.
+Machine N holds the Nth /24, and the routes follow that, so pods reach each other whatever the
+cluster thinks. kubeadm's node IPAM hands the /24s out in the order nodes register
+(pkg/controller/nodeipam/ipam/range_allocator.go, the next free CIDR) and writes them to each
+Node's `spec.podCIDR`: with two machines the server registers at `kubeadm init`, before the one
+join, so the two agree; with more, the agents join at once and their `spec.podCIDR` may name
+another machine's /24 (nothing in this network reads it).
 """
 
 from __future__ import annotations
