@@ -21,6 +21,7 @@ driver's `kubepods.slice` is systemd's, which stops it once empty).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -133,16 +134,26 @@ def kill_pods(seconds: float = SECONDS) -> list[int]:
         time.sleep(0.2)
 
 
-def remove_cgroupfs_pods(root: str = CGROUP_ROOT) -> list[str]:
+def remove_cgroupfs_pods(root: str = CGROUP_ROOT, seconds: float = SECONDS) -> list[str]:
     """Delete the cgroupfs driver's pod cgroups of every hierarchy, deepest first; those removed.
-    A cgroup without processes or children is removed by rmdir, its control files with it."""
-    removed = []
-    for top in pod_cgroups(root):
-        if os.path.basename(top) == CGROUPFS_PODS:
-            for directory, _dirs, _files in os.walk(top, topdown=False):
-                os.rmdir(directory)
-            removed.append(top)
-    return removed
+    A cgroup without processes or children is removed by rmdir, its control files with it; one
+    whose last task is still exiting answers EBUSY for a moment, so each is tried until the
+    deadline. Hierarchies mounted together (cpu,cpuacct behind two links) are one tree."""
+    tops = {os.path.realpath(top): top for top in pod_cgroups(root) if os.path.basename(top) == CGROUPFS_PODS}
+    deadline = time.monotonic() + seconds
+    for real in tops:
+        for directory, _dirs, _files in os.walk(real, topdown=False):
+            while True:
+                try:
+                    os.rmdir(directory)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as err:
+                    if err.errno != errno.EBUSY or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+    return sorted(tops.values())
 
 
 def main() -> None:
