@@ -15,6 +15,7 @@ the cluster's nodes, and reset.yml leaves each machine as it was, file for file.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shlex
 import tarfile
@@ -29,7 +30,7 @@ from lab import testbed
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
 from lab.config import LabConfig, parse_config
 from lab.config.loading import read_stack_values, stack_file
-from lab.testbed import tools
+from lab.testbed import pod_network, tools
 from lab.testbed.images import build as build_images
 from lab.testbed.images import names
 from lab.validation.runner import run_suite, write_inventory
@@ -144,8 +145,8 @@ def test_both_machines_are_ready_nodes_of_the_pinned_release(
         assert ready == "True", f"{name} is not Ready"
         assert node["status"]["nodeInfo"]["kubeletVersion"] == names.KUBERNETES_VERSION
     pods = json.loads(_kubectl(machines, "get", "pods", "-n", "kube-system", "-o", "json"))["items"]
-    images = {c["image"] for p in pods for c in p["spec"]["containers"]}
-    assert {names.ETCD, names.COREDNS, names.KUBE_APISERVER, names.KUBE_PROXY} <= images
+    running = {s["image"] for p in pods for s in p["status"].get("containerStatuses", []) if s["ready"]}
+    assert {names.ETCD, names.COREDNS, names.KUBE_APISERVER, names.KUBE_PROXY} <= running
     namespaces = _kubectl(machines, "get", "namespaces", "-o", "name").split()
     assert "namespace/kube-flannel" not in namespaces, (
         "flannel applied on machines with their own pod network"
@@ -231,8 +232,13 @@ def test_a_pod_on_each_machine_reaches_a_service_on_the_other_by_name(
         answer = json.loads(_kubectl(machines, "logs", "-n", NAMESPACE, f"pod/from-{client}"))
         assert answer["health"] == "true", f"the pod on {client} got {answer}"
     pods = json.loads(_kubectl(machines, "get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
-    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
-    assert placed[f"from-{first}"] == first and placed[f"serve-{second}"] == second
+    # Where each pod ran, as its node reported it: the node's address, an address of its pod /24.
+    by_address = {m.address: m for m in machines.layout.machines}
+    for pod in pods:
+        machine = by_address[pod["status"]["hostIP"]]
+        assert pod["spec"]["nodeName"] == machine.name
+        subnet = pod_network.pod_subnet(machines.layout, machine)
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in subnet, pod["metadata"]["name"]
 
 
 def test_validation_passes_the_host_checks_and_finds_the_nodes_ready(
@@ -262,7 +268,7 @@ def test_the_cluster_left_what_reset_has_to_remove(
         assert any(p.startswith("/var/log/pods/") for p in paths)
         assert any(p.endswith("/kubepods") for p in paths), "the kubelet's cgroupfs pod cgroups"
         assert any(line.split()[2] == "overlay" for line in state.sections["mounts"])
-        assert any(line.startswith("*nat") or ":KUBE-" in line for line in state.sections["firewall"])
+        assert any(":KUBE-SERVICES" in line for line in state.sections["firewall"]), "kube-proxy's rules"
 
 
 def test_reset_leaves_the_machines_as_they_were(

@@ -4,7 +4,10 @@ owner had there before the lab came, planted by the tests.
 The machines hold CAP_NET_ADMIN in their own network namespace (lab/testbed/machines.py), so
 links and firewall rules are real and listed; /proc/sys is read-only there, so the running
 kernel's settings never change (the files in /etc/sysctl.d are compared instead). Processes are
-listed with their cgroup, leaving out the SSH session that lists them. A firewall table with no
+listed with their cgroup, leaving out the SSH session that lists them and systemd's on-demand
+D-Bus services (timedated, hostnamed, localed: "activated on request and terminate when idle",
+systemd-timedated.service(8)), which a `timedatectl` of the validation suite starts and which
+exit 30 s later whatever the lab does. A firewall table with no
 rule, no chain of its own and the kernel's accept policies is listed as nothing: iptables-nft
 creates a table on first use and cannot delete one, and such a table filters nothing.
 """
@@ -47,7 +50,10 @@ echo '## processes'
 for p in /proc/[0-9]*; do
   args=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) && [ -n "$args" ] || continue
   group=$(grep -m1 '^0::' "$p/cgroup" 2>/dev/null | cut -d: -f3)
-  case "$group" in /system.slice/ssh.service) continue ;; esac
+  case "$group" in
+    /system.slice/ssh.service | /system.slice/systemd-timedated.service) continue ;;
+    /system.slice/systemd-hostnamed.service | /system.slice/systemd-localed.service) continue ;;
+  esac
   echo "$group $args"
 done
 echo '## links'
