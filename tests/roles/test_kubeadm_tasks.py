@@ -303,13 +303,18 @@ def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None
 
 # An offline install's CNI plugins, images and unit files, and reset removing exactly what it added.
 # `ctr` keeps containerd's k8s.io image references in $FAKE_DIR/images: `import` adds the ones its
-# archive names (a line of the archive's member `refs`), `remove` takes its arguments out.
+# archive names (a line of the archive's member `refs`), `remove` takes its arguments out. The
+# import of the archive copy named in $FAKE_DIR/fail-import fails, once.
 FAKE_CTR = """\
 echo "$*" >> "$FAKE_DIR/calls"
 shift 2
 case "$1 $2" in
   "images list") cat "$FAKE_DIR/images" ;;
-  "images import") tar -xOf "$3" refs >> "$FAKE_DIR/images" ;;
+  "images import")
+    if [ -f "$FAKE_DIR/fail-import" ] && [ "$(cat "$FAKE_DIR/fail-import")" = "$(basename "$3")" ]; then
+      rm "$FAKE_DIR/fail-import"; echo "ctr: failed to import $3: unexpected EOF" >&2; exit 1
+    fi
+    tar -xOf "$3" refs >> "$FAKE_DIR/images" ;;
   "images remove") shift 2; for ref in "$@"; do grep -vxF "$ref" "$FAKE_DIR/images" > "$FAKE_DIR/left"
     mv "$FAKE_DIR/left" "$FAKE_DIR/images"; done ;;
 esac
@@ -322,6 +327,7 @@ def _airgap_vars(work: Path) -> dict[str, Any]:
     return {
         **ONLINE,
         "lab_airgap": {"images": [str(work / "images.tar")]},
+        "lab_state_dir": str(work / "state"),
         "kubeadm_airgap_dir": str(work / "airgap"),
         "kubeadm_cni_bin_dir": str(work / "cni-bin"),
         "kubeadm_cni_record": str(work / "state" / "cni"),
@@ -377,3 +383,44 @@ def test_an_offline_install_adds_only_what_is_missing_and_reset_takes_exactly_th
     assert not (tmp_path / "kubelet.service").exists() and not (tmp_path / "10-kubeadm.conf").exists()
     assert (tmp_path / "kubelet.env").exists(), "a file without the lab's mark is not the lab's"
     assert "systemctl daemon-reload" in _calls(tmp_path)
+
+
+def test_an_import_that_failed_is_retried_and_reset_takes_what_every_run_imported(tmp_path: Path) -> None:
+    """The list of what containerd held is taken before the lab's first import only: images a
+    failed run imported are the lab's on the next run, and the archive that failed is imported
+    again although its copy did not change."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "airgap").mkdir()
+    archives = [tmp_path / "control-plane.tar", tmp_path / "network.tar"]
+    _tar(archives[0], {"refs": "registry.k8s.io/pause:3.10\nregistry.k8s.io/etcd:3.6.4-0\n"})
+    _tar(archives[1], {"refs": "ghcr.io/flannel-io/flannel:v0.27.4\n"})
+    (tmp_path / "images").write_text("docker.io/owner/tool:1\n")
+    (tmp_path / "fail-import").write_text("images-1.tar")
+    variables = {**_airgap_vars(tmp_path), "lab_airgap": {"images": [str(a) for a in archives]}}
+    env = {"FAKE_DIR": str(tmp_path)}
+    record = tmp_path / "state" / "images"
+
+    done = run_tasks("kubeadm", "airgap_images.yml", tmp_path / "first", variables, AIRGAP_FAKES, env)
+    assert done.returncode != 0
+    assert record.read_text().split() == ["registry.k8s.io/etcd:3.6.4-0", "registry.k8s.io/pause:3.10"]
+    assert "ctr could not import" in done.stdout and "unexpected EOF" in done.stdout, done.stdout
+
+    done = run_tasks("kubeadm", "airgap_images.yml", tmp_path / "again", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    imports = [Path(call.split()[-1]).name for call in _calls(tmp_path) if " import " in call]
+    assert imports == ["images-0.tar", "images-1.tar", "images-1.tar"], "the failed archive again, only"
+    assert record.read_text().split() == [
+        "ghcr.io/flannel-io/flannel:v0.27.4",
+        "registry.k8s.io/etcd:3.6.4-0",
+        "registry.k8s.io/pause:3.10",
+    ]
+
+    done = run_tasks("kubeadm", "airgap_images.yml", tmp_path / "third", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len([call for call in _calls(tmp_path) if " import " in call]) == 3, "an imported archive stays"
+
+    done = run_tasks("kubeadm", "airgap_reset.yml", tmp_path / "reset", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "images").read_text().split() == ["docker.io/owner/tool:1"]
+    assert not record.exists() and not (tmp_path / "state" / "kubeadm-images-before").exists()
+    assert not (tmp_path / "airgap").exists()
