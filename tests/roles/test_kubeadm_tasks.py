@@ -319,7 +319,12 @@ case "$1 $2" in
     mv "$FAKE_DIR/left" "$FAKE_DIR/images"; done ;;
 esac
 """
-AIRGAP_FAKES = {"ctr": FAKE_CTR, "systemctl": CONTAINERD_FAKES["systemctl"]}
+# dpkg-query finds containerd installed, so lab_packages asks apt for nothing.
+AIRGAP_FAKES = {
+    "ctr": FAKE_CTR,
+    "systemctl": CONTAINERD_FAKES["systemctl"],
+    "dpkg-query": "echo 'ii  containerd 1.7.24'",
+}
 MARK = "# Managed by the K8sCIFAR lab (stack test)\n"
 
 
@@ -424,3 +429,97 @@ def test_an_import_that_failed_is_retried_and_reset_takes_what_every_run_importe
     assert (tmp_path / "images").read_text().split() == ["docker.io/owner/tool:1"]
     assert not record.exists() and not (tmp_path / "state" / "kubeadm-images-before").exists()
     assert not (tmp_path / "airgap").exists()
+
+
+BINARIES = ("kubeadm", "kubelet", "kubectl")
+
+
+def _release_binaries(folder: Path, release: str) -> dict[str, str]:
+    """kubeadm, the kubelet and kubectl as stand-ins answering for `release` as the real ones do."""
+    folder.mkdir(parents=True, exist_ok=True)
+    answers = {
+        "kubeadm": release,
+        "kubelet": f"Kubernetes {release}",
+        "kubectl": f"Client Version: {release}",
+    }
+    for name, answer in answers.items():
+        (folder / name).write_text(f"#!/bin/sh\necho '{answer}'\n")
+        (folder / name).chmod(0o755)
+    return {name: str(folder / name) for name in answers}
+
+
+def _offline_vars(work: Path) -> dict[str, Any]:
+    """An offline install whose binaries, unit files and CNI plugins go below `work`."""
+    for folder in ("state", "usr-bin"):
+        (work / folder).mkdir(exist_ok=True)
+    _tar(work / "cni-plugins.tgz", {"./loopback": "lab's loopback"}, gzip=True)
+    _tar(work / "images.tar", {"refs": "registry.k8s.io/pause:3.10\n"})
+    variables = _airgap_vars(work)
+    return {
+        **variables,
+        "lab_kubernetes_version": "1.33.5",
+        "lab_airgap": {
+            **variables["lab_airgap"],
+            **_release_binaries(work / "operator", "v1.33.5"),
+            "cni_plugins": str(work / "cni-plugins.tgz"),
+        },
+        "kubeadm_binaries": {name: str(work / "usr-bin" / name) for name in BINARIES},
+        "kubeadm_kubelet_dropin_dir": str(work / "kubelet.service.d"),
+    }
+
+
+def _offline_install(work: Path, variables: dict[str, Any]) -> tuple[int, str]:
+    """What site.yml runs of the offline install's files: the look at the binaries already there,
+    the claim of the paths the install creates (tasks/record.yml), then tasks/airgap.yml."""
+    env = {"FAKE_DIR": str(work)}
+    done = run_tasks("kubeadm", "airgap_check.yml", work / "check", variables, AIRGAP_FAKES, env)
+    if done.returncode == 0:
+        claim = [
+            *variables["kubeadm_binaries"].values(),
+            variables["kubeadm_kubelet_unit"],
+            variables["kubeadm_kubelet_dropin_dir"],
+            variables["kubeadm_kubelet_env"],
+        ]
+        claimed = run_tasks("lab_state", "claim.yml", work / "claim", {**variables, "lab_state_claim": claim})
+        assert claimed.returncode == 0, claimed.stdout + claimed.stderr
+        done = run_tasks("kubeadm", "airgap.yml", work / "install", variables, AIRGAP_FAKES, env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_an_offline_install_refuses_an_owner_s_kubectl_and_changes_nothing(tmp_path: Path) -> None:
+    variables = _offline_vars(tmp_path)
+    kubectl = tmp_path / "usr-bin" / "kubectl"
+    kubectl.write_text("the owner's kubectl, from pkgs.k8s.io\n")
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc != 0
+    assert f"{kubectl} is already there and not the lab's" in output, output
+    assert "remove the owner's package" in output and "use the packaged install" in output
+    assert kubectl.read_text() == "the owner's kubectl, from pkgs.k8s.io\n"
+    assert [path.name for path in kubectl.parent.iterdir()] == ["kubectl"]
+    assert not (tmp_path / "state" / "created").exists(), "nothing is claimed before the refusal"
+    assert not (tmp_path / "kubelet.service").exists() and not (tmp_path / "airgap").exists()
+
+
+def test_a_rerun_keeps_the_lab_s_binaries_and_checks_new_ones_before_they_replace_them(
+    tmp_path: Path,
+) -> None:
+    variables = _offline_vars(tmp_path)
+    operator = Path(variables["lab_airgap"]["kubelet"]).parent
+    installed = tmp_path / "usr-bin"
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc == 0, output
+    for name in BINARIES:
+        assert (installed / name).read_text() == (operator / name).read_text()
+    assert (tmp_path / "kubelet.env").read_text().startswith(MARK.rstrip("\n"))
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc == 0, f"the lab's own binaries are not the owner's:\n{output}"
+
+    other = _release_binaries(tmp_path / "other", "v1.32.9")
+    rc, output = _offline_install(tmp_path, {**variables, "lab_airgap": {**variables["lab_airgap"], **other}})
+    assert rc != 0
+    for name in BINARIES:
+        assert (installed / name).read_text() == (operator / name).read_text(), f"{name} was replaced"
+    assert f"{other['kubeadm']} is v1.32.9, and the stack runs Kubernetes v1.33.5" in output, output
