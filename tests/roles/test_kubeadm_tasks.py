@@ -523,3 +523,20 @@ def test_a_rerun_keeps_the_lab_s_binaries_and_checks_new_ones_before_they_replac
     for name in BINARIES:
         assert (installed / name).read_text() == (operator / name).read_text(), f"{name} was replaced"
     assert f"{other['kubeadm']} is v1.32.9, and the stack runs Kubernetes v1.33.5" in output, output
+
+
+def test_an_owner_s_kubelet_environment_file_survives_install_and_reset(tmp_path: Path) -> None:
+    variables = _offline_vars(tmp_path)
+    kubelet_env = tmp_path / "kubelet.env"
+    kubelet_env.write_text("KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n")
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc == 0, output
+    assert kubelet_env.read_text() == "KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n"
+    assert (tmp_path / "kubelet.service").read_text().startswith(MARK.rstrip("\n"))
+
+    env = {"FAKE_DIR": str(tmp_path)}
+    done = run_tasks("kubeadm", "airgap_reset.yml", tmp_path / "reset", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert kubelet_env.read_text() == "KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n"
+    assert not (tmp_path / "kubelet.service").exists()
