@@ -46,21 +46,23 @@ case "$1" in
       exit 1
     fi ;;
   reset) rm -f "$FAKE_DIR/admin.conf" ;;
+  config) cat "$FAKE_DIR/needed" ;;
 esac
 """
 
 
-def _init(work: Path, token: str) -> tuple[int, str]:
+def _init(work: Path, token: str, **more: Any) -> tuple[int, str]:
     variables = {
+        **ONLINE,
         "lab_kubeadm_token": token,
         "kubeadm_config_file": str(work / "kubeadm.yaml"),
         "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
         "kubeadm_init_done": str(work / "init-done"),
         "kubeadm_init_leftovers": [str(work / "admin.conf")],
+        **more,
     }
-    done = run_tasks(
-        "kubeadm", "init.yml", work / "ansible", variables, {"kubeadm": FAKE_KUBEADM}, {"FAKE_DIR": str(work)}
-    )
+    fakes = {"kubeadm": FAKE_KUBEADM, "ctr": FAKE_CTR}
+    done = run_tasks("kubeadm", "init.yml", work / "ansible", variables, fakes, {"FAKE_DIR": str(work)})
     return done.returncode, done.stdout + done.stderr
 
 
@@ -540,3 +542,50 @@ def test_an_owner_s_kubelet_environment_file_survives_install_and_reset(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     assert kubelet_env.read_text() == "KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n"
     assert not (tmp_path / "kubelet.service").exists()
+
+
+# What `kubeadm config images list` prints for the configuration of Kubernetes v1.33.5.
+CONTROL_PLANE_IMAGES = [
+    "registry.k8s.io/kube-apiserver:v1.33.5",
+    "registry.k8s.io/kube-controller-manager:v1.33.5",
+    "registry.k8s.io/kube-scheduler:v1.33.5",
+    "registry.k8s.io/kube-proxy:v1.33.5",
+    "registry.k8s.io/coredns/coredns:v1.12.0",
+    "registry.k8s.io/pause:3.10",
+    "registry.k8s.io/etcd:3.5.21-0",
+]
+
+
+OWN_PAUSE = "registry.example/own/pause:1"
+
+
+def _but(*names: str) -> list[str]:
+    return [image for image in CONTROL_PLANE_IMAGES if not any(f"/{name}:" in image for name in names)]
+
+
+@pytest.mark.parametrize(
+    ("sandbox_image", "held", "missing"),
+    [
+        # The machine's own pause: kubeadm's is not needed, the scheduler is.
+        (OWN_PAUSE, _but("kube-scheduler", "pause"), "registry.k8s.io/kube-scheduler:v1.33.5"),
+        ("", _but("pause", "etcd"), "registry.k8s.io/pause:3.10, registry.k8s.io/etcd:3.5.21-0"),
+        (OWN_PAUSE, _but("pause"), None),
+    ],
+)
+def test_an_offline_init_names_every_image_containerd_lacks_before_it_runs(
+    tmp_path: Path, sandbox_image: str, held: list[str], missing: str | None
+) -> None:
+    (tmp_path / "needed").write_text("\n".join(CONTROL_PLANE_IMAGES) + "\n")
+    (tmp_path / "images").write_text("docker.io/owner/tool:1\n" + "\n".join(held) + "\n")
+    settings = {**ONLINE["machine_settings_found"], "sandbox_image": sandbox_image}
+    offline = {"images": [str(tmp_path / "images.tar")]}
+    rc, output = _init(tmp_path, new_kubeadm_token(), lab_airgap=offline, machine_settings_found=settings)
+
+    init = f"init --config {tmp_path / 'kubeadm.yaml'}"
+    if missing is None:
+        assert rc == 0, output
+        assert init in _calls(tmp_path)
+    else:
+        assert rc != 0
+        assert f"containerd's k8s.io namespace lacks {missing}, which kubeadm init needs" in output, output
+        assert init not in _calls(tmp_path), "kubeadm init ran without its images"
