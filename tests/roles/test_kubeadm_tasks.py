@@ -7,6 +7,12 @@ bootstrap kubeconfig, which the next join's preflight refuses (the stand-in appl
 rule). containerd's configuration is backed up only when the machine had its own, never the
 lab's from an earlier run. A node given GPUs after the install gets the nvidia runtime in
 containerd although the lab's base configuration did not change.
+
+An offline install adds only what the machine lacks and reset takes exactly that: an image
+archive whose import failed is imported again and what every run imported is recorded; an
+owner's kubeadm, kubelet or kubectl stops the install, and the operator's binaries are checked
+before they replace the lab's own; an owner's /etc/default/kubelet stays; `kubeadm init` does not
+start while containerd lacks an image it needs.
 """
 
 from __future__ import annotations
