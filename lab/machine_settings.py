@@ -85,7 +85,8 @@ class MachineSettings(_Keys):
         ignored = ["Swap"] if self.shared_swap else []
         if self.containerd.sandbox_image:
             # kubeadm's ImagePull check pulls its own pause (images.GetControlPlaneImages lists
-            # GetPauseImage, whose tag no configuration sets), which offline it cannot.
+            # GetPauseImage, whose tag no configuration sets), which offline it cannot. Offline,
+            # the kubeadm role names the other images containerd lacks before `kubeadm init`.
             ignored.append("ImagePull")
         return {
             "kubelet": kubelet,

@@ -7,6 +7,12 @@ bootstrap kubeconfig, which the next join's preflight refuses (the stand-in appl
 rule). containerd's configuration is backed up only when the machine had its own, never the
 lab's from an earlier run. A node given GPUs after the install gets the nvidia runtime in
 containerd although the lab's base configuration did not change.
+
+An offline install adds only what the machine lacks and reset takes exactly that: an image
+archive whose import failed is imported again and what every run imported is recorded; an
+owner's kubeadm, kubelet or kubectl stops the install, and the operator's binaries are checked
+before they replace the lab's own; an owner's /etc/default/kubelet stays; `kubeadm init` does not
+start while containerd lacks an image it needs.
 """
 
 from __future__ import annotations
@@ -46,21 +52,23 @@ case "$1" in
       exit 1
     fi ;;
   reset) rm -f "$FAKE_DIR/admin.conf" ;;
+  config) cat "$FAKE_DIR/needed" ;;
 esac
 """
 
 
-def _init(work: Path, token: str) -> tuple[int, str]:
+def _init(work: Path, token: str, **more: Any) -> tuple[int, str]:
     variables = {
+        **ONLINE,
         "lab_kubeadm_token": token,
         "kubeadm_config_file": str(work / "kubeadm.yaml"),
         "kubeadm_admin_kubeconfig": str(work / "admin.conf"),
         "kubeadm_init_done": str(work / "init-done"),
         "kubeadm_init_leftovers": [str(work / "admin.conf")],
+        **more,
     }
-    done = run_tasks(
-        "kubeadm", "init.yml", work / "ansible", variables, {"kubeadm": FAKE_KUBEADM}, {"FAKE_DIR": str(work)}
-    )
+    fakes = {"kubeadm": FAKE_KUBEADM, "ctr": FAKE_CTR}
+    done = run_tasks("kubeadm", "init.yml", work / "ansible", variables, fakes, {"FAKE_DIR": str(work)})
     return done.returncode, done.stdout + done.stderr
 
 
@@ -303,18 +311,28 @@ def test_a_node_given_gpus_later_gets_the_nvidia_runtime(tmp_path: Path) -> None
 
 # An offline install's CNI plugins, images and unit files, and reset removing exactly what it added.
 # `ctr` keeps containerd's k8s.io image references in $FAKE_DIR/images: `import` adds the ones its
-# archive names (a line of the archive's member `refs`), `remove` takes its arguments out.
+# archive names (a line of the archive's member `refs`), `remove` takes its arguments out. The
+# import of the archive copy named in $FAKE_DIR/fail-import fails, once.
 FAKE_CTR = """\
 echo "$*" >> "$FAKE_DIR/calls"
 shift 2
 case "$1 $2" in
   "images list") cat "$FAKE_DIR/images" ;;
-  "images import") tar -xOf "$3" refs >> "$FAKE_DIR/images" ;;
+  "images import")
+    if [ -f "$FAKE_DIR/fail-import" ] && [ "$(cat "$FAKE_DIR/fail-import")" = "$(basename "$3")" ]; then
+      rm "$FAKE_DIR/fail-import"; echo "ctr: failed to import $3: unexpected EOF" >&2; exit 1
+    fi
+    tar -xOf "$3" refs >> "$FAKE_DIR/images" ;;
   "images remove") shift 2; for ref in "$@"; do grep -vxF "$ref" "$FAKE_DIR/images" > "$FAKE_DIR/left"
     mv "$FAKE_DIR/left" "$FAKE_DIR/images"; done ;;
 esac
 """
-AIRGAP_FAKES = {"ctr": FAKE_CTR, "systemctl": CONTAINERD_FAKES["systemctl"]}
+# dpkg-query finds containerd installed, so lab_packages asks apt for nothing.
+AIRGAP_FAKES = {
+    "ctr": FAKE_CTR,
+    "systemctl": CONTAINERD_FAKES["systemctl"],
+    "dpkg-query": "echo 'ii  containerd 1.7.24'",
+}
 MARK = "# Managed by the K8sCIFAR lab (stack test)\n"
 
 
@@ -322,6 +340,7 @@ def _airgap_vars(work: Path) -> dict[str, Any]:
     return {
         **ONLINE,
         "lab_airgap": {"images": [str(work / "images.tar")]},
+        "lab_state_dir": str(work / "state"),
         "kubeadm_airgap_dir": str(work / "airgap"),
         "kubeadm_cni_bin_dir": str(work / "cni-bin"),
         "kubeadm_cni_record": str(work / "state" / "cni"),
@@ -377,3 +396,202 @@ def test_an_offline_install_adds_only_what_is_missing_and_reset_takes_exactly_th
     assert not (tmp_path / "kubelet.service").exists() and not (tmp_path / "10-kubeadm.conf").exists()
     assert (tmp_path / "kubelet.env").exists(), "a file without the lab's mark is not the lab's"
     assert "systemctl daemon-reload" in _calls(tmp_path)
+
+
+def test_an_import_that_failed_is_retried_and_reset_takes_what_every_run_imported(tmp_path: Path) -> None:
+    """The list of what containerd held is taken before the lab's first import only: images a
+    failed run imported are the lab's on the next run, and the archive that failed is imported
+    again although its copy did not change."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "airgap").mkdir()
+    archives = [tmp_path / "control-plane.tar", tmp_path / "network.tar"]
+    _tar(archives[0], {"refs": "registry.k8s.io/pause:3.10\nregistry.k8s.io/etcd:3.6.4-0\n"})
+    _tar(archives[1], {"refs": "ghcr.io/flannel-io/flannel:v0.27.4\n"})
+    (tmp_path / "images").write_text("docker.io/owner/tool:1\n")
+    (tmp_path / "fail-import").write_text("images-1.tar")
+    variables = {**_airgap_vars(tmp_path), "lab_airgap": {"images": [str(a) for a in archives]}}
+    env = {"FAKE_DIR": str(tmp_path)}
+    record = tmp_path / "state" / "images"
+
+    done = run_tasks("kubeadm", "airgap_images.yml", tmp_path / "first", variables, AIRGAP_FAKES, env)
+    assert done.returncode != 0
+    assert record.read_text().split() == ["registry.k8s.io/etcd:3.6.4-0", "registry.k8s.io/pause:3.10"]
+    assert "ctr could not import" in done.stdout and "unexpected EOF" in done.stdout, done.stdout
+
+    done = run_tasks("kubeadm", "airgap_images.yml", tmp_path / "again", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    imports = [Path(call.split()[-1]).name for call in _calls(tmp_path) if " import " in call]
+    assert imports == ["images-0.tar", "images-1.tar", "images-1.tar"], "the failed archive again, only"
+    assert record.read_text().split() == [
+        "ghcr.io/flannel-io/flannel:v0.27.4",
+        "registry.k8s.io/etcd:3.6.4-0",
+        "registry.k8s.io/pause:3.10",
+    ]
+
+    done = run_tasks("kubeadm", "airgap_images.yml", tmp_path / "third", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len([call for call in _calls(tmp_path) if " import " in call]) == 3, "an imported archive stays"
+
+    done = run_tasks("kubeadm", "airgap_reset.yml", tmp_path / "reset", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "images").read_text().split() == ["docker.io/owner/tool:1"]
+    assert not record.exists() and not (tmp_path / "state" / "kubeadm-images-before").exists()
+    assert not (tmp_path / "airgap").exists()
+
+
+BINARIES = ("kubeadm", "kubelet", "kubectl")
+
+
+def _release_binaries(folder: Path, release: str) -> dict[str, str]:
+    """kubeadm, the kubelet and kubectl as stand-ins answering for `release` as the real ones do."""
+    folder.mkdir(parents=True, exist_ok=True)
+    answers = {
+        "kubeadm": release,
+        "kubelet": f"Kubernetes {release}",
+        "kubectl": f"Client Version: {release}",
+    }
+    for name, answer in answers.items():
+        (folder / name).write_text(f"#!/bin/sh\necho '{answer}'\n")
+        (folder / name).chmod(0o755)
+    return {name: str(folder / name) for name in answers}
+
+
+def _offline_vars(work: Path) -> dict[str, Any]:
+    """An offline install whose binaries, unit files and CNI plugins go below `work`."""
+    for folder in ("state", "usr-bin"):
+        (work / folder).mkdir(exist_ok=True)
+    _tar(work / "cni-plugins.tgz", {"./loopback": "lab's loopback"}, gzip=True)
+    _tar(work / "images.tar", {"refs": "registry.k8s.io/pause:3.10\n"})
+    variables = _airgap_vars(work)
+    return {
+        **variables,
+        "lab_kubernetes_version": "1.33.5",
+        "lab_airgap": {
+            **variables["lab_airgap"],
+            **_release_binaries(work / "operator", "v1.33.5"),
+            "cni_plugins": str(work / "cni-plugins.tgz"),
+        },
+        "kubeadm_binaries": {name: str(work / "usr-bin" / name) for name in BINARIES},
+        "kubeadm_kubelet_dropin_dir": str(work / "kubelet.service.d"),
+    }
+
+
+def _offline_install(work: Path, variables: dict[str, Any]) -> tuple[int, str]:
+    """What site.yml runs of the offline install's files: the look at the binaries already there,
+    the claim of the paths the install creates (tasks/record.yml), then tasks/airgap.yml."""
+    env = {"FAKE_DIR": str(work)}
+    done = run_tasks("kubeadm", "airgap_check.yml", work / "check", variables, AIRGAP_FAKES, env)
+    if done.returncode == 0:
+        claim = [
+            *variables["kubeadm_binaries"].values(),
+            variables["kubeadm_kubelet_unit"],
+            variables["kubeadm_kubelet_dropin_dir"],
+            variables["kubeadm_kubelet_env"],
+        ]
+        claimed = run_tasks("lab_state", "claim.yml", work / "claim", {**variables, "lab_state_claim": claim})
+        assert claimed.returncode == 0, claimed.stdout + claimed.stderr
+        done = run_tasks("kubeadm", "airgap.yml", work / "install", variables, AIRGAP_FAKES, env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_an_offline_install_refuses_an_owner_s_kubectl_and_changes_nothing(tmp_path: Path) -> None:
+    variables = _offline_vars(tmp_path)
+    kubectl = tmp_path / "usr-bin" / "kubectl"
+    kubectl.write_text("the owner's kubectl, from pkgs.k8s.io\n")
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc != 0
+    assert f"{kubectl} is already there and not the lab's" in output, output
+    assert "remove the owner's package" in output and "use the packaged install" in output
+    assert kubectl.read_text() == "the owner's kubectl, from pkgs.k8s.io\n"
+    assert [path.name for path in kubectl.parent.iterdir()] == ["kubectl"]
+    assert not (tmp_path / "state" / "created").exists(), "nothing is claimed before the refusal"
+    assert not (tmp_path / "kubelet.service").exists() and not (tmp_path / "airgap").exists()
+
+
+def test_a_rerun_keeps_the_lab_s_binaries_and_checks_new_ones_before_they_replace_them(
+    tmp_path: Path,
+) -> None:
+    variables = _offline_vars(tmp_path)
+    operator = Path(variables["lab_airgap"]["kubelet"]).parent
+    installed = tmp_path / "usr-bin"
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc == 0, output
+    for name in BINARIES:
+        assert (installed / name).read_text() == (operator / name).read_text()
+    assert (tmp_path / "kubelet.env").read_text().startswith(MARK.rstrip("\n"))
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc == 0, f"the lab's own binaries are not the owner's:\n{output}"
+
+    other = _release_binaries(tmp_path / "other", "v1.32.9")
+    rc, output = _offline_install(tmp_path, {**variables, "lab_airgap": {**variables["lab_airgap"], **other}})
+    assert rc != 0
+    for name in BINARIES:
+        assert (installed / name).read_text() == (operator / name).read_text(), f"{name} was replaced"
+    assert f"{other['kubeadm']} is v1.32.9, and the stack runs Kubernetes v1.33.5" in output, output
+
+
+def test_an_owner_s_kubelet_environment_file_survives_install_and_reset(tmp_path: Path) -> None:
+    variables = _offline_vars(tmp_path)
+    kubelet_env = tmp_path / "kubelet.env"
+    kubelet_env.write_text("KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n")
+
+    rc, output = _offline_install(tmp_path, variables)
+    assert rc == 0, output
+    assert kubelet_env.read_text() == "KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n"
+    assert (tmp_path / "kubelet.service").read_text().startswith(MARK.rstrip("\n"))
+
+    env = {"FAKE_DIR": str(tmp_path)}
+    done = run_tasks("kubeadm", "airgap_reset.yml", tmp_path / "reset", variables, AIRGAP_FAKES, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert kubelet_env.read_text() == "KUBELET_EXTRA_ARGS=--node-ip=10.77.0.11\n"
+    assert not (tmp_path / "kubelet.service").exists()
+
+
+# What `kubeadm config images list` prints for the configuration of Kubernetes v1.33.5.
+CONTROL_PLANE_IMAGES = [
+    "registry.k8s.io/kube-apiserver:v1.33.5",
+    "registry.k8s.io/kube-controller-manager:v1.33.5",
+    "registry.k8s.io/kube-scheduler:v1.33.5",
+    "registry.k8s.io/kube-proxy:v1.33.5",
+    "registry.k8s.io/coredns/coredns:v1.12.0",
+    "registry.k8s.io/pause:3.10",
+    "registry.k8s.io/etcd:3.5.21-0",
+]
+
+
+OWN_PAUSE = "registry.example/own/pause:1"
+
+
+def _but(*names: str) -> list[str]:
+    return [image for image in CONTROL_PLANE_IMAGES if not any(f"/{name}:" in image for name in names)]
+
+
+@pytest.mark.parametrize(
+    ("sandbox_image", "held", "missing"),
+    [
+        # The machine's own pause: kubeadm's is not needed, the scheduler is.
+        (OWN_PAUSE, _but("kube-scheduler", "pause"), "registry.k8s.io/kube-scheduler:v1.33.5"),
+        ("", _but("pause", "etcd"), "registry.k8s.io/pause:3.10, registry.k8s.io/etcd:3.5.21-0"),
+        (OWN_PAUSE, _but("pause"), None),
+    ],
+)
+def test_an_offline_init_names_every_image_containerd_lacks_before_it_runs(
+    tmp_path: Path, sandbox_image: str, held: list[str], missing: str | None
+) -> None:
+    (tmp_path / "needed").write_text("\n".join(CONTROL_PLANE_IMAGES) + "\n")
+    (tmp_path / "images").write_text("docker.io/owner/tool:1\n" + "\n".join(held) + "\n")
+    settings = {**ONLINE["machine_settings_found"], "sandbox_image": sandbox_image}
+    offline = {"images": [str(tmp_path / "images.tar")]}
+    rc, output = _init(tmp_path, new_kubeadm_token(), lab_airgap=offline, machine_settings_found=settings)
+
+    init = f"init --config {tmp_path / 'kubeadm.yaml'}"
+    if missing is None:
+        assert rc == 0, output
+        assert init in _calls(tmp_path)
+    else:
+        assert rc != 0
+        assert f"containerd's k8s.io namespace lacks {missing}, which kubeadm init needs" in output, output
+        assert init not in _calls(tmp_path), "kubeadm init ran without its images"
