@@ -38,6 +38,7 @@ from lab.validation.suite import test_cluster as cluster_checks
 from tests.support import machine_state
 from tests.support.image_inputs import netfilter_tree
 from tests.support.machine_state import STACK
+from tests.support.tiers import costly
 
 KUBERNETES = names.KUBERNETES_VERSION.removeprefix("v")
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
@@ -115,6 +116,11 @@ def before_the_lab(machines: testbed.Testbed) -> Iterator[dict[str, machine_stat
 
 
 @pytest.fixture(scope="module")
+@costly(
+    "a real two-node cluster: on two cores its etcd and API server miss their liveness deadlines"
+    " beside the control plane tier's (API server restarted, Kueue's pods late), so the two take turns",
+    shares="controlplane",
+)
 def cluster(
     machines: testbed.Testbed, kubeadm_lab: LabConfig, before_the_lab: dict[str, machine_state.Inventory]
 ) -> dict[str, Any]:
