@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from lab.config import PROJECT
 
 MANAGED_BY = "pulumi"
@@ -15,6 +17,16 @@ def selector_labels(namespace: str, name: str, component: str) -> dict[str, str]
         "app.kubernetes.io/instance": namespace,
         "app.kubernetes.io/component": component,
     }
+
+
+def label_selector(pairs: Mapping[str, str]) -> str:
+    """`pairs` as a label selector (`k=v,k=v`), as `kubectl -l` and the API's labelSelector take it."""
+    return ",".join(f"{k}={v}" for k, v in pairs.items())
+
+
+def pod_selector(namespace: str, name: str, component: str) -> str:
+    """The label selector of one workload's pods (selector_labels)."""
+    return label_selector(selector_labels(namespace, name, component))
 
 
 def labels(namespace: str, name: str, component: str) -> dict[str, str]:

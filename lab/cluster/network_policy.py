@@ -30,7 +30,7 @@ import pulumi_kubernetes as k8s
 
 from lab.cluster import dataset, image, observability, registry, training
 from lab.cluster.scope import Scope
-from lab.config.facts import API_PORT, EPHEMERAL_PORTS
+from lab.config.facts import API_PORT, DNS_POD_LABELS, EPHEMERAL_PORTS, SYSTEM_NAMESPACE
 
 APP = "k8scifar"
 COMPONENT = "network-policy"
@@ -47,10 +47,9 @@ NOT_INTERNET = {
     ],
     "::/0": ["fc00::/7", "fe80::/10", "::1/128"],
 }
-# CoreDNS in kube-system, labelled alike by k3s and kubeadm.
 DNS_PODS = {
-    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": SYSTEM_NAMESPACE}},
+    "podSelector": {"matchLabels": DNS_POD_LABELS},
 }
 BOTH = ["Ingress", "Egress"]
 

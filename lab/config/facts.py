@@ -74,7 +74,12 @@ EPHEMERAL_PORTS = (32768, 60999)
 
 # Namespaces Kubernetes creates and uses itself; `kube-` is reserved for its system namespaces
 # (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/).
-RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+SYSTEM_NAMESPACE = "kube-system"
+RESERVED_NAMESPACES = frozenset({"default", SYSTEM_NAMESPACE, "kube-public", "kube-node-lease"})
+# The cluster's DNS: CoreDNS in kube-system, its pods labelled as kube-dns's were, by kubeadm's
+# addon (cmd/kubeadm/app/phases/addons/dns/manifests.go) and k3s's manifest (manifests/coredns.yaml)
+# alike; the Service they serve behind keeps the name kube-dns.
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}
 RESERVED_NAMESPACE_PREFIX = "kube-"
 # Namespaces of what the lab installs beside its own: Kueue's manifests and chart install into
 # kueue-system (lab.cluster.gang KUEUE_NAMESPACE; tests hold the two equal).

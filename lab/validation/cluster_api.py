@@ -8,7 +8,7 @@ that says so. Each check asks lab.validation.suite.checks what is wrong, as the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +16,8 @@ from kubernetes import client as k8s_client
 
 from lab.cli.common import stackcluster
 from lab.config import LabConfig
+from lab.config.facts import SYSTEM_NAMESPACE
+from lab.validation.parts import ALL, Part
 from lab.validation.runner import Outcome
 from lab.validation.suite import checks
 
@@ -27,10 +29,9 @@ HOSTS_SKIPPED = (
 
 
 def _selector(lab: LabConfig, app: str, component: str) -> str:
-    from lab.cluster.labels import selector_labels
+    from lab.cluster.labels import pod_selector
 
-    pairs = ",".join(f"{k}={v}" for k, v in selector_labels(lab.namespace, app, component).items())
-    return quote(pairs, safe="")
+    return quote(pod_selector(lab.namespace, app, component), safe="")
 
 
 def _pods(api: k8s_client.ApiClient, namespace: str, selector: str) -> dict[str, Any]:
@@ -47,15 +48,15 @@ def _logs(api: k8s_client.ApiClient, namespace: str, pods: dict[str, Any]) -> st
     return "\n".join(said)
 
 
-def outcomes(lab: LabConfig) -> list[Outcome]:
-    """Every cluster check's outcome, as the API server answers; ClusterUnreachable, one line,
-    when it does not."""
+def outcomes(lab: LabConfig, parts: Set[Part] = ALL) -> list[Outcome]:
+    """The outcome of every check of `parts`, as the API server answers; ClusterUnreachable, one
+    line, when it does not."""
     # Imported here: lab.cluster loads pulumi_kubernetes, which `labctl` loads only where it must.
     from lab.cluster import gpu, registry, training
     from lab.cluster.namespace import gpu_namespace
     from lab.remote.gpu_nodes import gpu_shortfalls
 
-    found = [Outcome("host_checks", WHERE, "skipped", HOSTS_SKIPPED)]
+    found = [Outcome("host_checks", WHERE, "skipped", HOSTS_SKIPPED)] if Part.HOSTS in parts else []
 
     def check(name: str, problems: Callable[[], list[str]], skip: str | None = None) -> None:
         if skip is not None:
@@ -66,23 +67,28 @@ def outcomes(lab: LabConfig) -> list[Outcome]:
 
     no_gpus = None if lab.has_gpus else "no node of this lab has a GPU configured"
     with stackcluster.client(lab) as api:
-        nodes = stackcluster.items(api, "/api/v1/nodes")
-        check("configured_nodes_are_ready", lambda: checks.node_problems(nodes, [n.name for n in lab.nodes]))
-        check("gpus_are_allocatable_as_configured", lambda: gpu_shortfalls(lab, nodes), no_gpus)
-        plugin_pods = _selector(lab, gpu.APP, gpu.COMPONENT)
-        plugin = _pods(api, gpu_namespace(lab), plugin_pods) if lab.has_gpus else {}
-        provided = "the cluster provides the device plugin (provides.devicePlugin)"
-        check(
-            "device_plugin_runs_on_every_gpu_node",
-            lambda: checks.pod_problems(plugin, len(lab.gpu_nodes), "NVIDIA device plugin"),
-            no_gpus or (provided if lab.provides.device_plugin else None),
-        )
-        claims = stackcluster.items(api, f"/api/v1/namespaces/{lab.namespace}/persistentvolumeclaims")
-        check("claims_are_bound", lambda: checks.claim_problems(claims))
-        pods = _pods(api, lab.namespace, _selector(lab, registry.APP, registry.COMPONENT))
-        check("registry_runs", lambda: checks.pod_problems(pods, 1, "registry"))
-        ranks = _pods(api, lab.namespace, _selector(lab, training.APP, training.COMPONENT))
-        check("training_ranks_run", lambda: checks.training_pod_problems(ranks, lab.world))
-        logs = _logs(api, lab.namespace, ranks)
-        check("training_ranks_formed_their_group", lambda: checks.group_problems(logs))
+        if Part.CLUSTER in parts:
+            nodes = stackcluster.items(api, "/api/v1/nodes")
+            names = [n.name for n in lab.nodes]
+            check("configured_nodes_are_ready", lambda: checks.node_problems(nodes, names))
+            system = stackcluster.items(api, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods")
+            check("system_pods_run", lambda: checks.system_pod_problems(system))
+            check("gpus_are_allocatable_as_configured", lambda: gpu_shortfalls(lab, nodes), no_gpus)
+            plugin_pods = _selector(lab, gpu.APP, gpu.COMPONENT)
+            plugin = _pods(api, gpu_namespace(lab), plugin_pods) if lab.has_gpus else {}
+            provided = "the cluster provides the device plugin (provides.devicePlugin)"
+            check(
+                "device_plugin_runs_on_every_gpu_node",
+                lambda: checks.pod_problems(plugin, len(lab.gpu_nodes), "NVIDIA device plugin"),
+                no_gpus or (provided if lab.provides.device_plugin else None),
+            )
+        if Part.WORKLOAD in parts:
+            claims = stackcluster.items(api, f"/api/v1/namespaces/{lab.namespace}/persistentvolumeclaims")
+            check("claims_are_bound", lambda: checks.claim_problems(claims))
+            pods = _pods(api, lab.namespace, _selector(lab, registry.APP, registry.COMPONENT))
+            check("registry_runs", lambda: checks.pod_problems(pods, 1, "registry"))
+            ranks = _pods(api, lab.namespace, _selector(lab, training.APP, training.COMPONENT))
+            check("training_ranks_run", lambda: checks.training_pod_problems(ranks, lab.world))
+            logs = _logs(api, lab.namespace, ranks)
+            check("training_ranks_formed_their_group", lambda: checks.group_problems(logs))
     return found

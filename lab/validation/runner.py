@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from lab.files import write_file
 from lab.paths import ROOT
 from lab.remote.server_cluster import has_cluster, no_cluster
 from lab.remote.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
+from lab.validation.parts import AFTER_RESET_MODULE, ALL, MODULES, Part, parse_parts
 
 SUITE = Path(__file__).resolve().parent / "suite"
 SUITE_TIMEOUT_S = 1200
@@ -59,13 +61,20 @@ def write_inventory(lab: LabConfig, stack: str) -> Path:
 
 
 def run_suite(
-    stack: str, inventory: Path, *, after_reset: bool = False, stacks_dir: Path = STACKS_DIR
+    stack: str,
+    inventory: Path,
+    *,
+    after_reset: bool = False,
+    stacks_dir: Path = STACKS_DIR,
+    parts: Set[Part] = ALL,
 ) -> list[Outcome]:
-    """Run lab/validation/suite against the inventory's hosts and return every check's outcome."""
+    """Run the checks of `parts` in lab/validation/suite (or, after reset, the reset checks) against
+    the inventory's hosts and return every check's outcome."""
+    modules = [AFTER_RESET_MODULE] if after_reset else [MODULES[p] for p in Part if p in parts]
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         report = Path(tmp) / "junit.xml"
         cmd = [
-            sys.executable, "-m", "pytest", str(SUITE),
+            sys.executable, "-m", "pytest", *(str(SUITE / m) for m in modules),
             f"--confcutdir={SUITE}",  # only the suite's conftest: its skips are results, not faults
             "-p", "no:cacheprovider", "-q", "--no-header", "-rN",
             "--hosts=ansible://all", f"--ansible-inventory={inventory}",
@@ -162,36 +171,57 @@ def reach_problems(lab: LabConfig, stack: str) -> list[str]:
 
 
 def validate(
-    stack: str, *, after_reset: bool = False, stacks_dir: Path = STACKS_DIR, out: TextIO = sys.stdout
+    stack: str,
+    *,
+    after_reset: bool = False,
+    stacks_dir: Path = STACKS_DIR,
+    parts: Set[Part] = ALL,
+    out: TextIO = sys.stdout,
 ) -> int:
-    """Validate the lab of `stack` and print the report: 0 when every applicable check holds,
-    1 when one fails, 2 when the stack cannot be validated (bad configuration, missing key, a node
-    that cannot be reached or logged in to, no cluster yet), each problem on one line."""
+    """Validate `parts` of the lab of `stack` and print the report: 0 when every applicable check
+    holds, 1 when one fails, 2 when the stack cannot be validated (bad configuration, missing key, a
+    node that cannot be reached or logged in to, no cluster yet), each problem on one line."""
+    if after_reset and parts != ALL:
+        print(
+            "--only names parts of a lab, --after-reset checks that none is left: give one of the two",
+            file=out,
+        )
+        return 2
     try:
         lab = load_stack(stack, stacks_dir)
     except ConfigError as err:
         print(err, file=out)
         return 2
     if not lab.bootstraps_hosts:
-        return _validate_cluster(lab, stack, after_reset=after_reset, out=out)
+        return _validate_cluster(lab, stack, after_reset=after_reset, parts=parts, out=out)
     key = Path(lab.ssh.key_path).expanduser()
     if not key.is_file():
         print(f"k8scifar:ssh.keyPath: {key} does not exist; point it at the key the nodes accept", file=out)
         return 2
     problems = reach_problems(lab, stack)
-    if not problems and not after_reset and lab.installs_kubernetes and not has_cluster(lab, stack):
+    in_cluster = not after_reset and lab.installs_kubernetes and parts != {Part.HOSTS}
+    if not problems and in_cluster and not has_cluster(lab, stack):
         problems = [no_cluster(lab, stack, stacks_dir)]
     if problems:
         print("\n".join(problems), file=out)
         return 2
-    what = "reset left nothing behind on" if after_reset else "validating"
+    what = "reset left nothing behind on" if after_reset else f"validating{_naming(parts)}"
     print(f"{what} stack {stack!r}: {', '.join(f'{n.name} ({n.address})' for n in lab.nodes)}", file=out)
-    outcomes = run_suite(stack, write_inventory(lab, stack), after_reset=after_reset, stacks_dir=stacks_dir)
+    outcomes = run_suite(
+        stack, write_inventory(lab, stack), after_reset=after_reset, stacks_dir=stacks_dir, parts=parts
+    )
     print_report(outcomes, out)
     return 1 if not outcomes or any(o.status in {"failed", "error"} for o in outcomes) else 0
 
 
-def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, out: TextIO) -> int:
+def _naming(parts: Set[Part]) -> str:
+    """` the hosts and cluster of` where a run checks only some parts; nothing where it checks all."""
+    if parts == ALL:
+        return ""
+    return f" the {' and '.join(p.value for p in Part if p in parts)} of"
+
+
+def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, parts: Set[Part], out: TextIO) -> int:
     """The cluster checks through the cluster's API (lab.validation.cluster_api), for a stack that
     names a cluster's kubeconfig; 2, in one line, where they cannot run."""
     # Imported here: the Kubernetes client loads only where a command asks a cluster.
@@ -206,13 +236,33 @@ def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, out: Tex
         )
         return 2
     try:
-        found = outcomes(lab)
+        found = outcomes(lab, parts)
     except ClusterUnreachable as err:
         print(err, file=out)
         return 2
-    print(f"validating stack {stack!r} in the cluster its kubeconfig names ({lab.kubeconfig})", file=out)
+    where = f"in the cluster its kubeconfig names ({lab.kubeconfig})"
+    print(f"validating{_naming(parts)} stack {stack!r} {where}", file=out)
     print_report(found, out)
     return 1 if any(o.status in {"failed", "error"} for o in found) else 0
+
+
+def add_parts_option(parser: argparse.ArgumentParser) -> None:
+    """`--only PART,...` (the parts the run checks; all by default), which `--after-reset` excludes."""
+
+    def parts(text: str) -> frozenset[Part]:
+        try:
+            return parse_parts(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parser.add_argument(
+        "--only",
+        type=parts,
+        default=ALL,
+        metavar="PART[,PART]",
+        help="check only these parts: hosts (the machines), cluster (its nodes and own pods, GPUs),"
+        " workload (what `pulumi up` declares: claims, registry, training); all by default",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--after-reset", action="store_true", help="check that reset.yml left the machines clean"
     )
+    add_parts_option(parser)
     args = parser.parse_args(argv)
-    return validate(args.stack, after_reset=args.after_reset)
+    return validate(args.stack, after_reset=args.after_reset, parts=args.only)
 
 
 if __name__ == "__main__":

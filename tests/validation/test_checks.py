@@ -124,6 +124,38 @@ def test_the_training_check_counts_a_pod_per_node_of_several_ranks() -> None:
     ]
 
 
+def _system_pod(name: str, phase: str = "Running", ready: str = "True", **labels: str) -> dict[str, Any]:
+    pod = _pod(name, phase, ready)
+    pod["metadata"]["labels"] = labels
+    return pod
+
+
+def test_system_pod_check_holds_with_dns_and_ended_pods() -> None:
+    pods = [
+        _system_pod("coredns-1", **{"k8s-app": "kube-dns"}),
+        _system_pod("kube-proxy-a"),
+        _system_pod("helm-install-traefik-x", "Succeeded", "False"),
+        _system_pod("coredns-evicted", "Failed", "False", **{"k8s-app": "kube-dns"}),
+    ]
+    assert checks.system_pod_problems({"items": pods}) == []
+
+
+def test_system_pod_check_names_a_missing_dns_and_each_stuck_pod() -> None:
+    pods = [
+        _system_pod("kube-proxy-a"),
+        _system_pod("kube-proxy-b", "Running", "False"),
+        _system_pod("kube-apiserver-a", "Pending", "False"),
+        _system_pod("not-dns", **{"k8s-app": "kube-proxy"}),
+    ]
+    assert checks.system_pod_problems({"items": pods}) == [
+        "no cluster DNS: no pod labelled k8s-app=kube-dns in kube-system, so no Service name resolves in"
+        " a pod (the ranks find rank 0 by its name)",
+        "kube-system pods not running and ready: kube-proxy-b (Running, not Ready), kube-apiserver-a"
+        " (Pending)",
+    ]
+    assert checks.system_pod_problems({"items": []})[0].startswith("no cluster DNS")
+
+
 def test_claim_check() -> None:
     bound = {"metadata": {"name": "data"}, "status": {"phase": "Bound"}}
     pending = {"metadata": {"name": "runs"}, "status": {"phase": "Pending"}}

@@ -5,7 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from lab.validation import runner as validate
+from lab.validation.parts import AFTER_RESET_MODULE, MODULES, Part, parse_parts
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="lab.validation.suite.test_host" name="test_os_and_kernel_are_supported[ansible://a]"/>
@@ -91,3 +94,33 @@ def test_missing_key_is_refused_before_connecting(tmp_path: Path) -> None:
     out = io.StringIO()
     assert validate.validate("nokey", stacks_dir=tmp_path, out=out) == 2
     assert f"k8scifar:ssh.keyPath: {tmp_path}/id_ed25519 does not exist" in out.getvalue()
+
+
+def test_parts_are_named_by_words_and_a_wrong_word_is_named() -> None:
+    assert parse_parts("hosts, cluster") == {Part.HOSTS, Part.CLUSTER}
+    with pytest.raises(ValueError, match=r"^nodes is not a part to validate; name one or more of hosts,"):
+        parse_parts("hosts,nodes")
+    with pytest.raises(ValueError, match="is not a part to validate"):
+        parse_parts(",")
+
+
+def test_a_wrong_part_is_refused_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        validate.main(["--stack", "testbed", "--only", "everything"])
+    assert exit_.value.code == 2
+    assert "everything is not a part to validate" in capsys.readouterr().err
+
+
+def test_parts_and_after_reset_are_refused_together_before_the_stack_is_read(tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = validate.validate("absent", after_reset=True, parts={Part.HOSTS}, stacks_dir=tmp_path, out=out)
+    assert code == 2
+    assert out.getvalue() == (
+        "--only names parts of a lab, --after-reset checks that none is left: give one of the two\n"
+    )
+
+
+def test_every_module_of_the_suite_is_a_part_or_the_reset_checks() -> None:
+    """A module no part names would never run."""
+    modules = {path.name for path in validate.SUITE.glob("test_*.py")}
+    assert modules == {*MODULES.values(), AFTER_RESET_MODULE}

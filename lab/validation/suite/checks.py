@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from lab.cluster.labels import label_selector
+from lab.config.facts import DNS_POD_LABELS, SYSTEM_NAMESPACE
 from lab.config.world import World
 from lab.paths import ANSIBLE_DIR
 
@@ -170,6 +172,33 @@ def pod_problems(pods: Mapping[str, Any], expected: int, what: str) -> list[str]
     ]
     detail = f"; not running: {', '.join(others)}" if others else ""
     return [f"{what}: {len(running)} of {expected} pods running and ready{detail}"]
+
+
+# Phases a pod never leaves: a Job's finished pod, or an evicted one whose replacement is judged.
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def system_pod_problems(pods: Mapping[str, Any]) -> list[str]:
+    """The cluster's own pods (from `kubectl get pods -n kube-system -o json`): its DNS is there,
+    and every pod that has not ended is Running and Ready (kube-proxy, CoreDNS, the control
+    plane's static pods, a CNI's)."""
+    items = pods.get("items", [])
+    problems = []
+    labels = label_selector(DNS_POD_LABELS)
+    if not any(DNS_POD_LABELS.items() <= p["metadata"].get("labels", {}).items() for p in items):
+        problems.append(
+            f"no cluster DNS: no pod labelled {labels} in {SYSTEM_NAMESPACE}, so no Service name resolves"
+            " in a pod (the ranks find rank 0 by its name)"
+        )
+    stuck = []
+    for pod in items:
+        phase = pod.get("status", {}).get("phase", "Unknown")
+        if phase in TERMINAL_PHASES or (phase == "Running" and _condition(pod, "Ready") == "True"):
+            continue
+        stuck.append(f"{pod['metadata']['name']} ({phase}{', not Ready' if phase == 'Running' else ''})")
+    if stuck:
+        problems.append(f"{SYSTEM_NAMESPACE} pods not running and ready: {', '.join(stuck)}")
+    return problems
 
 
 def training_pod_problems(pods: Mapping[str, Any], world: World) -> list[str]:

@@ -1,15 +1,16 @@
-"""Cluster checks, through kubectl on the server node: nodes, GPUs, storage, registry, training."""
+"""Checks of the cluster the lab runs in, through kubectl on the server node: its nodes, its own
+pods, the GPUs and the device plugin. The lab's workload in it is test_workload.py's."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
-from lab.cluster import gpu, registry, training
-from lab.cluster.labels import selector_labels
+from lab.cluster import gpu
+from lab.cluster.labels import pod_selector
 from lab.config import LabConfig
+from lab.config.facts import SYSTEM_NAMESPACE
 from lab.remote.gpu_nodes import gpu_shortfalls
 from lab.validation.suite import checks
 from lab.validation.suite.conftest import Kubectl
@@ -17,10 +18,6 @@ from lab.validation.suite.conftest import Kubectl
 # A pinned CUDA base image that carries nvidia-smi through the NVIDIA runtime.
 SMOKE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 SMOKE_TIMEOUT_S = 120
-
-
-def _selector(lab: LabConfig, app: str, component: str) -> str:
-    return ",".join(f"{k}={v}" for k, v in selector_labels(lab.namespace, app, component).items())
 
 
 def _needs_gpus(lab: LabConfig) -> None:
@@ -32,6 +29,10 @@ def test_configured_nodes_are_ready(kubectl: Kubectl, lab: LabConfig) -> None:
     checks.require(checks.node_problems(kubectl.get("nodes"), [n.name for n in lab.nodes]))
 
 
+def test_system_pods_run(kubectl: Kubectl) -> None:
+    checks.require(checks.system_pod_problems(kubectl.get("pods", "-n", SYSTEM_NAMESPACE)))
+
+
 def test_gpus_are_allocatable_as_configured(kubectl: Kubectl, lab: LabConfig) -> None:
     _needs_gpus(lab)
     checks.require(gpu_shortfalls(lab, kubectl.get("nodes")))
@@ -39,20 +40,8 @@ def test_gpus_are_allocatable_as_configured(kubectl: Kubectl, lab: LabConfig) ->
 
 def test_device_plugin_runs_on_every_gpu_node(kubectl: Kubectl, lab: LabConfig) -> None:
     _needs_gpus(lab)
-    pods = kubectl.get("pods", "--all-namespaces", "-l", _selector(lab, gpu.APP, gpu.COMPONENT))
+    pods = kubectl.get("pods", "--all-namespaces", "-l", pod_selector(lab.namespace, gpu.APP, gpu.COMPONENT))
     checks.require(checks.pod_problems(pods, len(lab.gpu_nodes), "NVIDIA device plugin"))
-
-
-def test_claims_are_bound(kubectl: Kubectl, lab: LabConfig) -> None:
-    checks.require(checks.claim_problems(kubectl.get("pvc", "-n", lab.namespace)))
-
-
-def test_registry_answers(host: Any, kubectl: Kubectl, lab: LabConfig) -> None:
-    pods = kubectl.get("pods", "-n", lab.namespace, "-l", _selector(lab, registry.APP, registry.COMPONENT))
-    checks.require(checks.pod_problems(pods, 1, "registry"))
-    url = f"http://{lab.registry_endpoint}/v2/"
-    status = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' {url}").stdout
-    assert status == "200", f"{url} answered {status or 'nothing'}"
 
 
 def test_gpu_smoke_pod_runs_nvidia_smi(kubectl: Kubectl, lab: LabConfig) -> None:
@@ -69,11 +58,3 @@ def test_gpu_smoke_pod_runs_nvidia_smi(kubectl: Kubectl, lab: LabConfig) -> None
         f" --pod-running-timeout={SMOKE_TIMEOUT_S}s --overrides='{overrides}'"
     )
     assert result.rc == 0 and "GPU 0" in result.stdout, f"GPU smoke pod failed: {result.stderr.strip()}"
-
-
-def test_training_ranks_run_and_formed_their_group(kubectl: Kubectl, lab: LabConfig) -> None:
-    selector = _selector(lab, training.APP, training.COMPONENT)
-    pods = kubectl.get("pods", "-n", lab.namespace, "-l", selector)
-    checks.require(checks.training_pod_problems(pods, lab.world))
-    logs = kubectl.run(f"logs -n {lab.namespace} -l {selector} --tail=-1 --max-log-requests={lab.world.pods}")
-    checks.require(checks.group_problems(logs.stdout))

@@ -1,0 +1,33 @@
+"""The three parts of a lab the validation suite checks, which a run may name (`labctl validate
+--only`): the machines, the cluster on them, and the lab's workload in that cluster. The cluster
+stands before the workload does (after the bootstrap, or on a stack whose workload failed), so
+each part can be asked of alone."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Part(StrEnum):
+    HOSTS = "hosts"  # every node, over SSH: OS, kernel settings, services, ports, GPUs, the export
+    CLUSTER = "cluster"  # the cluster the lab runs in: its nodes, its own pods, GPUs, device plugin
+    WORKLOAD = "workload"  # what `pulumi up` declares in it: claims, registry, training ranks
+
+
+ALL = frozenset(Part)
+# Each part's module in lab/validation/suite.
+MODULES = {Part.HOSTS: "test_host.py", Part.CLUSTER: "test_cluster.py", Part.WORKLOAD: "test_workload.py"}
+# The module of the checks `--after-reset` runs instead of the lab's.
+AFTER_RESET_MODULE = "test_reset.py"
+
+
+def parse_parts(text: str) -> frozenset[Part]:
+    """`hosts,cluster` as the parts it names; ValueError naming the word that is not one."""
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    unknown = [w for w in words if w not in {p.value for p in Part}]
+    if unknown or not words:
+        raise ValueError(
+            f"{', '.join(unknown) or repr(text)} is not a part to validate; name one or more of"
+            f" {', '.join(p.value for p in Part)}, separated by commas (such as hosts,cluster)"
+        )
+    return frozenset(Part(w) for w in words)
