@@ -9,6 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.machine_settings import (
+    MACHINE_SETTINGS_FILE,
+    ContainerdSettings,
+    KubeletSettings,
+    KubeProxySettings,
+    MachineSettings,
+    render,
+)
+from lab.testbed.images import names
+
 # systemd-nspawn options:
 # - /dev/kmsg: the kubelet's OOM watcher opens it (`open /dev/kmsg: no such file or directory`);
 #   reading it needs CAP_SYSLOG where the host sets kernel.dmesg_restrict=1.
@@ -29,6 +39,24 @@ KERNEL_DEFAULTS = {
     "kernel/keys/root_maxkeys": "1000000",
     "kernel/keys/root_maxbytes": "25000000",
 }
+
+# What a kubelet needs in one of these machines, each with the failure it removes in
+# docs/kubelets.md: the machine's systemd manages only the name=systemd hierarchy (cgroupfs),
+# the host's swap is shared, the host's root lacks CAP_SYS_RESOURCE (oomScoreAdj, maxOpenFiles at
+# the host's hard limit, containerd's restrict_oom_score_adj), /proc/sys is read-only with the
+# kubelet's values masked over it (protectKernelDefaults checks them; kube-proxy may not size the
+# conntrack table), the host runs cgroup v1, the images are made here with a pause of the
+# project's own (lab/testbed/images), and the pod network is the machines' (pod_network.py).
+TESTBED_SETTINGS = MachineSettings(
+    cgroup_driver="cgroupfs",
+    shared_swap=True,
+    own_pod_network=True,
+    kubelet=KubeletSettings(
+        oom_score_adj=0, max_open_files=20000, protect_kernel_defaults=True, fail_cgroup_v1=False
+    ),
+    containerd=ContainerdSettings(restrict_oom_score_adj=True, sandbox_image=names.PAUSE_IMAGE),
+    kube_proxy=KubeProxySettings(conntrack_max_per_core=0),
+)
 
 UNIT_NAME = "testbed-kubelet-host.service"
 SCRIPT = "/usr/local/sbin/testbed-kubelet-host"
@@ -63,7 +91,8 @@ def _unit() -> str:
 
 
 def prepare(root: Path) -> None:
-    """Write and enable the unit that readies the machine at every boot, before containerd."""
+    """Write and enable the unit that readies the machine at every boot, before containerd, and the
+    machine's settings file."""
     script = root / SCRIPT.lstrip("/")
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(_script())
@@ -72,3 +101,13 @@ def prepare(root: Path) -> None:
     wants = root / "etc/systemd/system/sysinit.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
     (wants / UNIT_NAME).symlink_to(f"/etc/systemd/system/{UNIT_NAME}")
+    write_machine_settings(root)
+
+
+def write_machine_settings(root: Path) -> Path:
+    """The machine's settings file in its tree, root's and readable by all (lab/machine_settings.py)."""
+    path = root / MACHINE_SETTINGS_FILE.lstrip("/")
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    path.write_text(render(TESTBED_SETTINGS))
+    path.chmod(0o644)
+    return path

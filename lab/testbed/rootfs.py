@@ -10,62 +10,46 @@ from __future__ import annotations
 import hashlib
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-from lab.machine_settings import (
-    MACHINE_SETTINGS_FILE,
-    ContainerdSettings,
-    KubeletSettings,
-    KubeProxySettings,
-    MachineSettings,
-    render,
-)
 from lab.testbed import kubelet_host
 from lab.testbed.commands import run
-from lab.testbed.images import names
 from lab.testbed.layout import CACHE_ROOT, USER, Layout, Machine
 
 SUITE = "bookworm"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "iproute2", "sudo"]
-# What a kubelet needs in one of these machines, each with the failure it removes in
-# docs/kubelets.md: the machine's systemd manages only the name=systemd hierarchy (cgroupfs),
-# the host's swap is shared, the host's root lacks CAP_SYS_RESOURCE (oomScoreAdj, maxOpenFiles at
-# the host's hard limit, containerd's restrict_oom_score_adj), /proc/sys is read-only with the
-# kubelet's values masked over it (protectKernelDefaults checks them; kube-proxy may not size the
-# conntrack table), the host runs cgroup v1, the images are made here with a pause of the
-# project's own (lab/testbed/images), and the pod network is the machines' (pod_network.py).
-TESTBED_SETTINGS = MachineSettings(
-    cgroup_driver="cgroupfs",
-    shared_swap=True,
-    own_pod_network=True,
-    kubelet=KubeletSettings(
-        oom_score_adj=0, max_open_files=20000, protect_kernel_defaults=True, fail_cgroup_v1=False
-    ),
-    containerd=ContainerdSettings(restrict_oom_score_adj=True, sandbox_image=names.PAUSE_IMAGE),
-    kube_proxy=KubeProxySettings(conntrack_max_per_core=0),
-)
 
 
-def base_tree(mirror: str) -> Path:
-    """The cached base tree for this mirror and package set, built now if missing."""
-    key = hashlib.sha256(f"{SUITE} {mirror} {' '.join(PACKAGES)}".encode()).hexdigest()[:12]
-    tree = CACHE_ROOT / f"base-{SUITE}-{key}"
+def cached_tree(name: str, key: str, build: Callable[[Path], None]) -> Path:
+    """The tree `name-<hash of key>` in the testbed's cache, made now by `build(folder)` if missing.
+
+    `build` fills a folder beside it, which is renamed only once complete: an interrupted build is
+    never found, and is started again from nothing."""
+    tree = CACHE_ROOT / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     if tree.is_dir():
         return tree
     building = tree.with_name(tree.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
     building.parent.mkdir(parents=True, exist_ok=True)
-    run(
-        ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(building), mirror],
-        timeout=900,
-    )
-    # Host keys are made per machine; a copied key would make every machine the same host.
-    for key_file in (building / "etc/ssh").glob("ssh_host_*"):
-        key_file.unlink()
-    (building / "etc/machine-id").write_text("")
-    run(["chroot", str(building), "useradd", "--create-home", "--shell", "/bin/bash", USER])
-    building.rename(tree)  # only a complete tree is ever found by the check above
+    build(building)
+    building.rename(tree)
     return tree
+
+
+def base_tree(mirror: str) -> Path:
+    """The cached base tree for this mirror and package set, built now if missing."""
+
+    def build(building: Path) -> None:
+        include = f"--include={','.join(PACKAGES)}"
+        run(["debootstrap", "--variant=minbase", include, SUITE, str(building), mirror], timeout=900)
+        # Host keys are made per machine; a copied key would make every machine the same host.
+        for key_file in (building / "etc/ssh").glob("ssh_host_*"):
+            key_file.unlink()
+        (building / "etc/machine-id").write_text("")
+        run(["chroot", str(building), "useradd", "--create-home", "--shell", "/bin/bash", USER])
+
+    return cached_tree(f"base-{SUITE}", f"{SUITE} {mirror} {' '.join(PACKAGES)}", build)
 
 
 def install(layout: Layout, machine: Machine, base: Path, public_key: str) -> None:
@@ -86,16 +70,6 @@ def install(layout: Layout, machine: Machine, base: Path, public_key: str) -> No
     sudoers.chmod(0o440)
     _authorize(root, public_key)
     kubelet_host.prepare(root)
-    write_machine_settings(root)
-
-
-def write_machine_settings(root: Path) -> Path:
-    """The machine's settings file in its tree, root's and readable by all (lab/machine_settings.py)."""
-    path = root / MACHINE_SETTINGS_FILE.lstrip("/")
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    path.write_text(render(TESTBED_SETTINGS))
-    path.chmod(0o644)
-    return path
 
 
 def _pin_host_keys(layout: Layout, machine: Machine) -> None:

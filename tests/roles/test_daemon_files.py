@@ -20,7 +20,7 @@ import yaml
 
 from lab.bootstrap.tokens import PLAYBOOK_VARIABLES
 from lab.paths import ANSIBLE_DIR
-from lab.testbed.rootfs import TESTBED_SETTINGS
+from lab.testbed.kubelet_host import TESTBED_SETTINGS
 from tests.support.daemon_files import KUBEADM_CA_HASH, ROLES, Rendered
 from tests.support.local_play import render_template
 from tests.support.rules.containerd_rules import cri_settings, hosts_toml_problems

@@ -16,7 +16,7 @@ import yaml
 from lab.machine_settings import MACHINE_SETTINGS_FILE, MachineSettings, read, render
 from lab.paths import ANSIBLE_DIR
 from lab.testbed.images import names
-from lab.testbed.rootfs import TESTBED_SETTINGS, write_machine_settings
+from lab.testbed.kubelet_host import TESTBED_SETTINGS, write_machine_settings
 from tests.support.local_play import LOCAL, run_play
 from tests.support.rules.kubeadm_rules import kubeadm_config_problems
 

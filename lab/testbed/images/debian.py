@@ -10,13 +10,12 @@ does as well: the image builder takes the root folder as an argument.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
 
 from lab.testbed.commands import run
-from lab.testbed.layout import CACHE_ROOT
+from lab.testbed.rootfs import cached_tree
 
 # iptables: both backends (xtables-nft-multi, xtables-legacy-multi); nftables: nft; conntrack:
 # conntrack; coreutils (in the base already): cp, which flannel's init containers run.
@@ -29,25 +28,20 @@ def tools_tree(base: Path, mirror_proxy: str | None = None) -> Path:
     `mirror_proxy`: an apt proxy URL (the testbed's apt-cacher-ng), or None for the tree's own
     sources.
     """
-    key = hashlib.sha256(f"{base.resolve()} {' '.join(PACKAGES)}".encode()).hexdigest()[:12]
-    tree = CACHE_ROOT / f"image-tools-{key}"
-    if tree.is_dir():
-        return tree
-    building = tree.with_name(tree.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
-    building.parent.mkdir(parents=True, exist_ok=True)
-    run(["cp", "-a", "--reflink=auto", str(base), str(building)], timeout=600)
-    apt = ["chroot", str(building), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y"]
-    if mirror_proxy:
-        apt += ["-o", f"Acquire::http::Proxy={mirror_proxy}"]
-    # The tree's /etc/resolv.conf is the base tree's; name lookups inside the chroot use the host's.
-    resolv = building / "etc/resolv.conf"
-    if resolv.is_symlink() or resolv.exists():
-        resolv.unlink()
-    shutil.copyfile("/etc/resolv.conf", resolv)
-    run([*apt, "update"], timeout=600)
-    run([*apt, "install", "--no-install-recommends", *PACKAGES], timeout=900)
-    run(["chroot", str(building), "apt-get", "clean"])
-    os.truncate(resolv, 0)
-    building.rename(tree)  # only a complete tree is ever found by the check above
-    return tree
+
+    def build(building: Path) -> None:
+        run(["cp", "-a", "--reflink=auto", str(base), str(building)], timeout=600)
+        apt = ["chroot", str(building), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y"]
+        if mirror_proxy:
+            apt += ["-o", f"Acquire::http::Proxy={mirror_proxy}"]
+        # The tree's /etc/resolv.conf is the base tree's; name lookups inside the chroot use the host's.
+        resolv = building / "etc/resolv.conf"
+        if resolv.is_symlink() or resolv.exists():
+            resolv.unlink()
+        shutil.copyfile("/etc/resolv.conf", resolv)
+        run([*apt, "update"], timeout=600)
+        run([*apt, "install", "--no-install-recommends", *PACKAGES], timeout=900)
+        run(["chroot", str(building), "apt-get", "clean"])
+        os.truncate(resolv, 0)
+
+    return cached_tree("image-tools", f"{base.resolve()} {' '.join(PACKAGES)}", build)
