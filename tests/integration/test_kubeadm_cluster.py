@@ -28,7 +28,7 @@ import yaml
 
 from lab import testbed
 from lab.bootstrap.resource import HostBootstrapProvider, bootstrap_inputs
-from lab.config import LabConfig, parse_config
+from lab.config import LabConfig, load_stack, parse_config
 from lab.config.loading import read_stack_values, stack_file
 from lab.testbed import pod_network, tools
 from lab.testbed.images import build as build_images
@@ -37,6 +37,7 @@ from lab.validation.runner import run_suite, write_inventory
 from lab.validation.suite import test_cluster, test_workload
 from tests.support import machine_state
 from tests.support.image_inputs import netfilter_tree
+from tests.support.labctl import labctl
 from tests.support.machine_state import STACK
 from tests.support.tiers import costly
 
@@ -280,6 +281,31 @@ def test_validation_passes_the_hosts_and_cluster_and_finds_no_workload(
     # Every other skip is a check that cannot apply to these machines: each says why.
     reasons = {o.detail for o in outcomes if o.status == "skipped" and o.check not in CLUSTER | WORKLOAD}
     assert not any("kubernetesInstall" in reason for reason in reasons), reasons
+
+
+def test_the_bootstraps_kubeconfig_serves_init_and_validate_through_the_api(
+    cluster: dict[str, Any], kubeadm_lab: LabConfig, tmp_path: Path
+) -> None:
+    """The kubeconfig the bootstrap hands `pulumi up` reaches the cluster from the operator's
+    machine, and an operator who names it as an existing cluster's (`labctl init --kubeconfig`,
+    then `labctl validate`) gets the nodes as the API server reports them and the cluster's checks
+    through that API, no machine logged in to."""
+    given = tmp_path / "kubeconfig"
+    given.touch(mode=0o600)
+    given.write_text(cluster["kubeconfig"])
+    stacks = tmp_path / "stacks"
+    where = ("--stack", "given", "--stacks-dir", str(stacks))
+    done = labctl("init", *where, "--kubeconfig", given)
+    assert done.code == 0, (done.out, done.err)
+    found = load_stack("given", stacks)
+    assert [(n.name, n.address, n.role) for n in found.nodes] == [
+        (n.name, n.address, n.role) for n in kubeadm_lab.nodes
+    ]
+    assert found.kubernetes_version == KUBERNETES
+    done = labctl("validate", *where, "--only", "cluster")
+    assert done.code == 0, (done.out, done.err)
+    assert "PASS  configured nodes are ready: cluster" in done.out
+    assert "PASS  system pods run: cluster" in done.out
 
 
 def test_the_cluster_left_what_reset_has_to_remove(
