@@ -7,34 +7,17 @@ login user and apt proxy before it boots.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from lab.testbed import kubelet_host
 from lab.testbed.commands import run
-from lab.testbed.layout import CACHE_ROOT, USER, Layout, Machine
+from lab.testbed.layout import USER, Layout, Machine
+from lab.testbed.tree_cache import cached_tree
 
 SUITE = "bookworm"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "iproute2", "sudo"]
-
-
-def cached_tree(name: str, key: str, build: Callable[[Path], None]) -> Path:
-    """The tree `name-<hash of key>` in the testbed's cache, made now by `build(folder)` if missing.
-
-    `build` fills a folder beside it, which is renamed only once complete: an interrupted build is
-    never found, and is started again from nothing."""
-    tree = CACHE_ROOT / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-    if tree.is_dir():
-        return tree
-    building = tree.with_name(tree.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
-    building.parent.mkdir(parents=True, exist_ok=True)
-    build(building)
-    building.rename(tree)
-    return tree
 
 
 def base_tree(mirror: str) -> Path:

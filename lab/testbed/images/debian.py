@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from lab.testbed.commands import run
-from lab.testbed.rootfs import cached_tree
+from lab.testbed.tree_cache import cached_tree
 
 # iptables: both backends (xtables-nft-multi, xtables-legacy-multi); nftables: nft; conntrack:
 # conntrack; coreutils (in the base already): cp, which flannel's init containers run.
