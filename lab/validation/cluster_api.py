@@ -1,6 +1,7 @@
-"""`labctl validate` on a stack that names a cluster's kubeconfig: the suite's cluster checks asked
-of the cluster's API through the official client (lab.cli.common.stackcluster), where a lab the
-stack bootstraps is checked by testinfra on its nodes, kubectl on the server among them.
+"""`labctl validate` on a stack that names a cluster's kubeconfig: the suite's cluster and workload
+checks asked of the cluster's API through the official client (lab.cli.common.stackcluster),
+where a lab the stack bootstraps is checked by testinfra on its nodes, kubectl on the server
+among them.
 
 The machines are the cluster owner's: no node is logged in to, so the host checks are one line
 that says so. Each check asks lab.validation.suite.checks what is wrong, as the suite does.
@@ -50,7 +51,7 @@ def _logs(api: k8s_client.ApiClient, namespace: str, pods: dict[str, Any]) -> st
 
 def outcomes(lab: LabConfig, parts: Set[Part] = ALL) -> list[Outcome]:
     """The outcome of every check of `parts`, as the API server answers; ClusterUnreachable, one
-    line, when it does not."""
+    line, when it does not. One read it denies (403) fails the check that needs it alone."""
     # Imported here: lab.cluster loads pulumi_kubernetes, which `labctl` loads only where it must.
     from lab.cluster import gpu, registry, training
     from lab.cluster.namespace import gpu_namespace
@@ -62,27 +63,31 @@ def outcomes(lab: LabConfig, parts: Set[Part] = ALL) -> list[Outcome]:
         if skip is not None:
             found.append(Outcome(name, WHERE, "skipped", skip))
             return
-        said = problems()
+        try:
+            said = problems()
+        except stackcluster.Forbidden as err:
+            said = [str(err)]
         found.append(Outcome(name, WHERE, "failed" if said else "passed", "; ".join(said)))
 
     no_gpus = None if lab.has_gpus else "no node of this lab has a GPU configured"
     with stackcluster.client(lab) as api:
+        nodes = stackcluster.items(api, "/api/v1/nodes")
         if Part.CLUSTER in parts:
-            nodes = stackcluster.items(api, "/api/v1/nodes")
             names = [n.name for n in lab.nodes]
             check("configured_nodes_are_ready", lambda: checks.node_problems(nodes, names))
-            system = stackcluster.items(api, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods")
-            check("system_pods_run", lambda: checks.system_pod_problems(system))
+            system = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods"
+            check("system_pods_run", lambda: checks.system_pod_problems(stackcluster.items(api, system)))
+        if Part.WORKLOAD in parts:
             check("gpus_are_allocatable_as_configured", lambda: gpu_shortfalls(lab, nodes), no_gpus)
             plugin_pods = _selector(lab, gpu.APP, gpu.COMPONENT)
-            plugin = _pods(api, gpu_namespace(lab), plugin_pods) if lab.has_gpus else {}
             provided = "the cluster provides the device plugin (provides.devicePlugin)"
             check(
                 "device_plugin_runs_on_every_gpu_node",
-                lambda: checks.pod_problems(plugin, len(lab.gpu_nodes), "NVIDIA device plugin"),
+                lambda: checks.pod_problems(
+                    _pods(api, gpu_namespace(lab), plugin_pods), len(lab.gpu_nodes), "NVIDIA device plugin"
+                ),
                 no_gpus or (provided if lab.provides.device_plugin else None),
             )
-        if Part.WORKLOAD in parts:
             claims = stackcluster.items(api, f"/api/v1/namespaces/{lab.namespace}/persistentvolumeclaims")
             check("claims_are_bound", lambda: checks.claim_problems(claims))
             pods = _pods(api, lab.namespace, _selector(lab, registry.APP, registry.COMPONENT))

@@ -1,7 +1,8 @@
 """The three parts of a lab the validation suite checks, which a run may name (`labctl validate
---only`): the machines, the cluster on them, and the lab's workload in that cluster. The cluster
-stands before the workload does (after the bootstrap, or on a stack whose workload failed), so
-each part can be asked of alone."""
+--only`), each by who makes it: the machines (the bootstrap's roles), Kubernetes on them (the
+bootstrap, or the cluster's owner), and what `pulumi up` declares in that cluster. Kubernetes stands
+before the program's objects do (after the bootstrap alone, or on a stack whose `pulumi up`
+failed inside the cluster), so each part can be asked of alone."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from enum import StrEnum
 
 class Part(StrEnum):
     HOSTS = "hosts"  # every node, over SSH: OS, kernel settings, services, ports, GPUs, the export
-    CLUSTER = "cluster"  # the cluster the lab runs in: its nodes, its own pods, GPUs, device plugin
-    WORKLOAD = "workload"  # what `pulumi up` declares in it: claims, registry, training ranks
+    CLUSTER = "cluster"  # Kubernetes itself: its nodes, its own pods in kube-system, its DNS
+    WORKLOAD = "workload"  # what `pulumi up` declares in it: GPUs served, claims, registry, ranks
 
 
 ALL = frozenset(Part)

@@ -17,12 +17,12 @@ from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import yaml
 
 from lab.bootstrap.inventory import build_inventory, known_hosts_file, stack_state_dir
-from lab.config import STACKS_DIR, ConfigError, LabConfig, Node, load_stack
+from lab.config import STACKS_DIR, ConfigError, LabConfig, Node, SkipStep, load_stack
 from lab.files import write_file
 from lab.paths import ROOT
 from lab.remote.server_cluster import has_cluster, no_cluster
@@ -70,6 +70,8 @@ def run_suite(
 ) -> list[Outcome]:
     """Run the checks of `parts` in lab/validation/suite (or, after reset, the reset checks) against
     the inventory's hosts and return every check's outcome."""
+    if not after_reset and not parts:
+        raise ValueError("parts: name at least one part")
     modules = [AFTER_RESET_MODULE] if after_reset else [MODULES[p] for p in Part if p in parts]
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         report = Path(tmp) / "junit.xml"
@@ -175,13 +177,16 @@ def validate(
     *,
     after_reset: bool = False,
     stacks_dir: Path = STACKS_DIR,
-    parts: Set[Part] = ALL,
+    parts: Set[Part] | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Validate `parts` of the lab of `stack` and print the report: 0 when every applicable check
-    holds, 1 when one fails, 2 when the stack cannot be validated (bad configuration, missing key, a
-    node that cannot be reached or logged in to, no cluster yet), each problem on one line."""
-    if after_reset and parts != ALL:
+    """Validate `parts` of the lab of `stack` (None: all) and print the report: 0 when every
+    applicable check holds, 1 when one fails, 2 when the stack cannot be validated (bad
+    configuration, missing key, a node that cannot be reached or logged in to, no cluster yet, parts
+    none of whose checks could apply), each problem on one line."""
+    if parts is not None and not parts:
+        raise ValueError("parts: name at least one part, or None for all")
+    if after_reset and parts is not None:
         print(
             "--only names parts of a lab, --after-reset checks that none is left: give one of the two",
             file=out,
@@ -192,26 +197,47 @@ def validate(
     except ConfigError as err:
         print(err, file=out)
         return 2
+    chosen = ALL if parts is None else frozenset(parts)
+    if not after_reset and (problem := _nothing_to_check(lab, stack, chosen)):
+        print(problem, file=out)
+        return 2
     if not lab.bootstraps_hosts:
-        return _validate_cluster(lab, stack, after_reset=after_reset, parts=parts, out=out)
+        return _validate_cluster(lab, stack, after_reset=after_reset, parts=chosen, out=out)
     key = Path(lab.ssh.key_path).expanduser()
     if not key.is_file():
         print(f"k8scifar:ssh.keyPath: {key} does not exist; point it at the key the nodes accept", file=out)
         return 2
     problems = reach_problems(lab, stack)
-    in_cluster = not after_reset and lab.installs_kubernetes and parts != {Part.HOSTS}
+    in_cluster = not after_reset and lab.installs_kubernetes and chosen != {Part.HOSTS}
     if not problems and in_cluster and not has_cluster(lab, stack):
         problems = [no_cluster(lab, stack, stacks_dir)]
     if problems:
         print("\n".join(problems), file=out)
         return 2
-    what = "reset left nothing behind on" if after_reset else f"validating{_naming(parts)}"
+    what = "reset left nothing behind on" if after_reset else f"validating{_naming(chosen)}"
     print(f"{what} stack {stack!r}: {', '.join(f'{n.name} ({n.address})' for n in lab.nodes)}", file=out)
     outcomes = run_suite(
-        stack, write_inventory(lab, stack), after_reset=after_reset, stacks_dir=stacks_dir, parts=parts
+        stack, write_inventory(lab, stack), after_reset=after_reset, stacks_dir=stacks_dir, parts=chosen
     )
     print_report(outcomes, out)
     return 1 if not outcomes or any(o.status in {"failed", "error"} for o in outcomes) else 0
+
+
+def _nothing_to_check(lab: LabConfig, stack: str, parts: Set[Part]) -> str | None:
+    """Why none of the checks of `parts` could apply to the lab (a run that would only skip and
+    exit 0), or None."""
+    named = ",".join(p.value for p in Part if p in parts)
+    if not lab.bootstraps_hosts and parts <= {Part.HOSTS}:
+        return (
+            f"--only {named}: stack {stack} names a cluster's kubeconfig, so no host is logged in to"
+            " and nothing would be checked; name cluster or workload"
+        )
+    if lab.bootstraps_hosts and not lab.installs_kubernetes and Part.HOSTS not in parts:
+        return (
+            f"--only {named}: stack {stack} skips {SkipStep.KUBERNETES_INSTALL.value}, so there is no"
+            " cluster to check; name hosts"
+        )
+    return None
 
 
 def _naming(parts: Set[Part]) -> str:
@@ -222,8 +248,8 @@ def _naming(parts: Set[Part]) -> str:
 
 
 def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, parts: Set[Part], out: TextIO) -> int:
-    """The cluster checks through the cluster's API (lab.validation.cluster_api), for a stack that
-    names a cluster's kubeconfig; 2, in one line, where they cannot run."""
+    """The cluster's and the workload's checks through the cluster's API (lab.validation.cluster_api),
+    for a stack that names a cluster's kubeconfig; 2, in one line, where they cannot run."""
     # Imported here: the Kubernetes client loads only where a command asks a cluster.
     from lab.cli.common.stackcluster import ClusterUnreachable
     from lab.validation.cluster_api import outcomes
@@ -246,8 +272,22 @@ def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, parts: S
     return 1 if any(o.status in {"failed", "error"} for o in found) else 0
 
 
+class _Union(argparse.Action):
+    """A repeated `--only` adds its parts to those named before."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, (getattr(namespace, self.dest) or frozenset()) | values)
+
+
 def add_parts_option(parser: argparse.ArgumentParser) -> None:
-    """`--only PART,...` (the parts the run checks; all by default), which `--after-reset` excludes."""
+    """`--only PART,...` (the parts the run checks; None, all, by default), which `--after-reset`
+    excludes."""
 
     def parts(text: str) -> frozenset[Part]:
         try:
@@ -258,10 +298,12 @@ def add_parts_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only",
         type=parts,
-        default=ALL,
+        action=_Union,
+        default=None,
         metavar="PART[,PART]",
-        help="check only these parts: hosts (the machines), cluster (its nodes and own pods, GPUs),"
-        " workload (what `pulumi up` declares: claims, registry, training); all by default",
+        help="check only these parts: hosts (the machines), cluster (Kubernetes itself: its nodes and"
+        " own pods), workload (what `pulumi up` declares: GPUs served, claims, registry, training);"
+        " all by default",
     )
 
 

@@ -78,6 +78,16 @@ def test_validate_after_reset_has_no_host_to_check(stacks: Path) -> None:
     assert "names a cluster's kubeconfig, so `pulumi destroy` resets no host" in line
 
 
+def test_validate_only_the_hosts_of_a_cluster_is_nothing_to_check(stacks: Path) -> None:
+    result = labctl("validate", "--stack", STACK, "--stacks-dir", stacks, "--only", "hosts")
+    assert result.code == 2, (result.out, result.err)
+    (line,) = [line for line in result.out.splitlines() if line.strip()]
+    assert line == (
+        f"--only hosts: stack {STACK} names a cluster's kubeconfig, so no host is logged in to and"
+        " nothing would be checked; name cluster or workload"
+    )
+
+
 def test_wait_names_why_it_cannot_read_the_runs_and_the_way_it_can(
     stacks: Path, labctl_in_process: Labctl
 ) -> None:

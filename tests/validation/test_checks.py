@@ -130,14 +130,26 @@ def _system_pod(name: str, phase: str = "Running", ready: str = "True", **labels
     return pod
 
 
-def test_system_pod_check_holds_with_dns_and_ended_pods() -> None:
+DNS = {"k8s-app": "kube-dns"}
+
+
+def test_system_pod_check_holds_with_dns_and_ended_or_leaving_pods() -> None:
+    leaving = _system_pod("coredns-old", "Running", "False", **DNS)
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-07T17:00:00Z"
     pods = [
-        _system_pod("coredns-1", **{"k8s-app": "kube-dns"}),
+        _system_pod("coredns-1", **DNS),
         _system_pod("kube-proxy-a"),
         _system_pod("helm-install-traefik-x", "Succeeded", "False"),
-        _system_pod("coredns-evicted", "Failed", "False", **{"k8s-app": "kube-dns"}),
+        _system_pod("coredns-evicted", "Failed", "False", **DNS),
+        leaving,
     ]
     assert checks.system_pod_problems({"items": pods}) == []
+
+
+NO_DNS = (
+    "no cluster DNS: no pod labelled k8s-app=kube-dns runs ready in kube-system, so no Service name"
+    " resolves in a pod (the ranks find rank 0 by its name)"
+)
 
 
 def test_system_pod_check_names_a_missing_dns_and_each_stuck_pod() -> None:
@@ -148,12 +160,22 @@ def test_system_pod_check_names_a_missing_dns_and_each_stuck_pod() -> None:
         _system_pod("not-dns", **{"k8s-app": "kube-proxy"}),
     ]
     assert checks.system_pod_problems({"items": pods}) == [
-        "no cluster DNS: no pod labelled k8s-app=kube-dns in kube-system, so no Service name resolves in"
-        " a pod (the ranks find rank 0 by its name)",
+        NO_DNS,
         "kube-system pods not running and ready: kube-proxy-b (Running, not Ready), kube-apiserver-a"
         " (Pending)",
     ]
-    assert checks.system_pod_problems({"items": []})[0].startswith("no cluster DNS")
+    assert checks.system_pod_problems({"items": []}) == [NO_DNS]
+
+
+def test_a_dns_pod_that_ended_or_waits_is_no_dns() -> None:
+    """CoreDNS scaled to nothing leaves at most an evicted pod; one that never starts is Pending."""
+    evicted = _system_pod("coredns-e", "Failed", "False", **DNS)
+    assert checks.system_pod_problems({"items": [evicted]}) == [NO_DNS]
+    waiting = _system_pod("coredns-p", "Pending", "False", **DNS)
+    assert checks.system_pod_problems({"items": [waiting]}) == [
+        NO_DNS,
+        "kube-system pods not running and ready: coredns-p (Pending)",
+    ]
 
 
 def test_claim_check() -> None:

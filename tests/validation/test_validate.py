@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 from pathlib import Path
 
@@ -57,7 +58,7 @@ SKIPPED_FOR_ONE_REASON = (
     + "".join(
         f'<testcase classname="c" name="test_cluster_objects[ansible://node1]">'
         f'<skipped type="pytest.skip" message="Skipped: {reason}">skip</skipped></testcase>'
-        for reason in (REASON, "cluster checks run once, through kubectl on the server node1")
+        for reason in (REASON, "checks in the cluster run once, through kubectl on the server node1")
     )
     + "</testsuite></testsuites>"
 )
@@ -124,3 +125,25 @@ def test_every_module_of_the_suite_is_a_part_or_the_reset_checks() -> None:
     """A module no part names would never run."""
     modules = {path.name for path in validate.SUITE.glob("test_*.py")}
     assert modules == {*MODULES.values(), AFTER_RESET_MODULE}
+
+
+def test_parts_whose_checks_cannot_apply_are_refused_in_one_line() -> None:
+    """The testbed stack skips the Kubernetes install: its cluster would be all skips and exit 0."""
+    out = io.StringIO()
+    assert validate.validate("testbed", parts={Part.CLUSTER, Part.WORKLOAD}, out=out) == 2
+    assert out.getvalue() == (
+        "--only cluster,workload: stack testbed skips kubernetesInstall, so there is no cluster to"
+        " check; name hosts\n"
+    )
+
+
+def test_a_repeated_only_adds_its_parts_and_none_means_all() -> None:
+    parser = argparse.ArgumentParser()
+    validate.add_parts_option(parser)
+    assert parser.parse_args(["--only", "hosts", "--only", "workload"]).only == {Part.HOSTS, Part.WORKLOAD}
+    assert parser.parse_args([]).only is None
+
+
+def test_no_part_at_all_is_a_caller_error() -> None:
+    with pytest.raises(ValueError, match="name at least one part"):
+        validate.validate("testbed", parts=set())

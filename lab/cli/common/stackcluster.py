@@ -25,6 +25,10 @@ class ClusterUnreachable(CliError):
     """The stack's cluster did not answer, or refused its kubeconfig's credentials."""
 
 
+class Forbidden(ClusterUnreachable):
+    """The cluster knows the kubeconfig's user and denies it one read (403)."""
+
+
 def client(cfg: LabConfig) -> k8s_client.ApiClient:
     """The official client for the stack's kubeconfig, read and checked as `pulumi up` reads it."""
     assert cfg.kubeconfig is not None
@@ -70,9 +74,11 @@ def read(api: k8s_client.ApiClient, path: str) -> bytes | None:
         fix = (
             "renew the kubeconfig's credentials (`kubectl get nodes` with it says the same)"
             if err.status == 401
-            else "give the kubeconfig's user read access to the nodes and the lab's namespace"
+            else "give the kubeconfig's user read access to the nodes, the pods of kube-system and the"
+            " lab's namespace"
         )
-        raise ClusterUnreachable(
+        refused = Forbidden if err.status == 403 else ClusterUnreachable
+        raise refused(
             f"the API server {server(api)} answered {err.status} {err.reason} to GET {path}; {fix}"
         ) from None
     # urllib3's HTTPError: refused, reset, timed out or a TLS failure (its reason names which).

@@ -179,23 +179,29 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def system_pod_problems(pods: Mapping[str, Any]) -> list[str]:
-    """The cluster's own pods (from `kubectl get pods -n kube-system -o json`): its DNS is there,
-    and every pod that has not ended is Running and Ready (kube-proxy, CoreDNS, the control
-    plane's static pods, a CNI's)."""
-    items = pods.get("items", [])
+    """The cluster's own pods (from `kubectl get pods -n kube-system -o json`): its DNS runs, and
+    every pod that has neither ended nor is being deleted (a rollout's or a drain's old pod; its
+    replacement is judged) is Running and Ready: kube-proxy, CoreDNS, the control plane's static
+    pods, a CNI's."""
+    live = [
+        p
+        for p in pods.get("items", [])
+        if p.get("status", {}).get("phase") not in TERMINAL_PHASES
+        and not p["metadata"].get("deletionTimestamp")
+    ]
     problems = []
-    labels = label_selector(DNS_POD_LABELS)
-    if not any(DNS_POD_LABELS.items() <= p["metadata"].get("labels", {}).items() for p in items):
+    serving = [p for p in live if p["status"].get("phase") == "Running" and _condition(p, "Ready") == "True"]
+    if not any(DNS_POD_LABELS.items() <= p["metadata"].get("labels", {}).items() for p in serving):
         problems.append(
-            f"no cluster DNS: no pod labelled {labels} in {SYSTEM_NAMESPACE}, so no Service name resolves"
-            " in a pod (the ranks find rank 0 by its name)"
+            f"no cluster DNS: no pod labelled {label_selector(DNS_POD_LABELS)} runs ready in"
+            f" {SYSTEM_NAMESPACE}, so no Service name resolves in a pod (the ranks find rank 0 by its name)"
         )
-    stuck = []
-    for pod in items:
-        phase = pod.get("status", {}).get("phase", "Unknown")
-        if phase in TERMINAL_PHASES or (phase == "Running" and _condition(pod, "Ready") == "True"):
-            continue
-        stuck.append(f"{pod['metadata']['name']} ({phase}{', not Ready' if phase == 'Running' else ''})")
+    stuck = [
+        f"{p['metadata']['name']} ({phase}{', not Ready' if phase == 'Running' else ''})"
+        for p in live
+        if p not in serving
+        for phase in [p.get("status", {}).get("phase", "?")]
+    ]
     if stuck:
         problems.append(f"{SYSTEM_NAMESPACE} pods not running and ready: {', '.join(stuck)}")
     return problems

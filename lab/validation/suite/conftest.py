@@ -87,5 +87,5 @@ class Kubectl:
 @pytest.fixture
 def kubectl(host: Any, node: Node, installed: LabConfig) -> Kubectl:
     if node.role.value != "server":
-        pytest.skip(f"cluster checks run once, through kubectl on the server {installed.server.name}")
+        pytest.skip(f"checks in the cluster run once, through kubectl on the server {installed.server.name}")
     return Kubectl(host, installed)
