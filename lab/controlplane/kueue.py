@@ -21,6 +21,7 @@ import yaml
 
 from lab.cluster.gang import KUEUE_NAMESPACE, manager_config
 from lab.config import LabConfig
+from lab.config.facts import SYSTEM_NAMESPACE
 from lab.controlplane import components, pki
 from lab.controlplane.client import kubectl
 from lab.controlplane.layout import HOST, Layout
@@ -32,7 +33,7 @@ METRICS_PORT = 8443
 # kueue v0.17.0 cmd/kueue/main.go, so Kueue runs in a mount namespace of its own with a private
 # /etc that holds only this.
 METRICS_CERTS = "/etc/kueue/metrics/certs"
-SKIPPED_NAMESPACES = ["kube-system", KUEUE_NAMESPACE]
+SKIPPED_NAMESPACES = [SYSTEM_NAMESPACE, KUEUE_NAMESPACE]
 
 # (name, path, API group, version, resource, operations, skips kube-system and kueue-system)
 MUTATING = [

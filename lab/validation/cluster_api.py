@@ -9,6 +9,7 @@ that says so. Each check asks lab.validation.suite.checks what is wrong, as the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Set
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +17,7 @@ from urllib.parse import quote
 from kubernetes import client as k8s_client
 
 from lab.cli.common import stackcluster
+from lab.cluster.labels import pod_selector
 from lab.config import LabConfig
 from lab.config.facts import SYSTEM_NAMESPACE
 from lab.validation.parts import ALL, Part
@@ -30,13 +32,7 @@ HOSTS_SKIPPED = (
 
 
 def _selector(lab: LabConfig, app: str, component: str) -> str:
-    from lab.cluster.labels import pod_selector
-
     return quote(pod_selector(lab.namespace, app, component), safe="")
-
-
-def _pods(api: k8s_client.ApiClient, namespace: str, selector: str) -> dict[str, Any]:
-    return stackcluster.items(api, f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
 
 
 def _logs(api: k8s_client.ApiClient, namespace: str, pods: dict[str, Any]) -> str:
@@ -51,7 +47,8 @@ def _logs(api: k8s_client.ApiClient, namespace: str, pods: dict[str, Any]) -> st
 
 def outcomes(lab: LabConfig, parts: Set[Part] = ALL) -> list[Outcome]:
     """The outcome of every check of `parts`, as the API server answers; ClusterUnreachable, one
-    line, when it does not. One read it denies (403) fails the check that needs it alone."""
+    line, when it does not. A read it denies (403) fails the checks that need it, and the others
+    still run: each check reads what it needs when it runs, each list once."""
     # Imported here: lab.cluster loads pulumi_kubernetes, which `labctl` loads only where it must.
     from lab.cluster import gpu, registry, training
     from lab.cluster.namespace import gpu_namespace
@@ -69,31 +66,43 @@ def outcomes(lab: LabConfig, parts: Set[Part] = ALL) -> list[Outcome]:
             said = [str(err)]
         found.append(Outcome(name, WHERE, "failed" if said else "passed", "; ".join(said)))
 
-    no_gpus = None if lab.has_gpus else "no node of this lab has a GPU configured"
+    no_gpus = None if lab.has_gpus else checks.NO_GPUS
     with stackcluster.client(lab) as api:
-        nodes = stackcluster.items(api, "/api/v1/nodes")
+
+        @functools.cache
+        def listed(path: str) -> dict[str, Any]:
+            return stackcluster.items(api, path)
+
+        def pods(namespace: str, app: str, component: str) -> dict[str, Any]:
+            selector = _selector(lab, app, component)
+            return listed(f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
+
+        nodes = "/api/v1/nodes"
         if Part.CLUSTER in parts:
             names = [n.name for n in lab.nodes]
-            check("configured_nodes_are_ready", lambda: checks.node_problems(nodes, names))
+            check("configured_nodes_are_ready", lambda: checks.node_problems(listed(nodes), names))
             system = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods"
-            check("system_pods_run", lambda: checks.system_pod_problems(stackcluster.items(api, system)))
+            check("system_pods_run", lambda: checks.system_pod_problems(listed(system)))
         if Part.WORKLOAD in parts:
-            check("gpus_are_allocatable_as_configured", lambda: gpu_shortfalls(lab, nodes), no_gpus)
-            plugin_pods = _selector(lab, gpu.APP, gpu.COMPONENT)
-            provided = "the cluster provides the device plugin (provides.devicePlugin)"
+            check("gpus_are_allocatable_as_configured", lambda: gpu_shortfalls(lab, listed(nodes)), no_gpus)
             check(
                 "device_plugin_runs_on_every_gpu_node",
                 lambda: checks.pod_problems(
-                    _pods(api, gpu_namespace(lab), plugin_pods), len(lab.gpu_nodes), "NVIDIA device plugin"
+                    pods(gpu_namespace(lab), gpu.APP, gpu.COMPONENT), len(lab.gpu_nodes), checks.DEVICE_PLUGIN
                 ),
-                no_gpus or (provided if lab.provides.device_plugin else None),
+                no_gpus or (checks.PROVIDED_DEVICE_PLUGIN if lab.provides.device_plugin else None),
             )
-            claims = stackcluster.items(api, f"/api/v1/namespaces/{lab.namespace}/persistentvolumeclaims")
-            check("claims_are_bound", lambda: checks.claim_problems(claims))
-            pods = _pods(api, lab.namespace, _selector(lab, registry.APP, registry.COMPONENT))
-            check("registry_runs", lambda: checks.pod_problems(pods, 1, "registry"))
-            ranks = _pods(api, lab.namespace, _selector(lab, training.APP, training.COMPONENT))
-            check("training_ranks_run", lambda: checks.training_pod_problems(ranks, lab.world))
-            logs = _logs(api, lab.namespace, ranks)
-            check("training_ranks_formed_their_group", lambda: checks.group_problems(logs))
+            claims = f"/api/v1/namespaces/{lab.namespace}/persistentvolumeclaims"
+            check("claims_are_bound", lambda: checks.claim_problems(listed(claims)))
+            registry_pods = (lab.namespace, registry.APP, registry.COMPONENT)
+            check("registry_runs", lambda: checks.pod_problems(pods(*registry_pods), 1, "registry"))
+
+            def ranks() -> dict[str, Any]:
+                return pods(lab.namespace, training.APP, training.COMPONENT)
+
+            check("training_ranks_run", lambda: checks.training_pod_problems(ranks(), lab.world))
+            check(
+                "training_ranks_formed_their_group",
+                lambda: checks.group_problems(_logs(api, lab.namespace, ranks())),
+            )
     return found

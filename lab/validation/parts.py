@@ -6,20 +6,34 @@ failed inside the cluster), so each part can be asked of alone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
 class Part(StrEnum):
-    HOSTS = "hosts"  # every node, over SSH: OS, kernel settings, services, ports, GPUs, the export
-    CLUSTER = "cluster"  # Kubernetes itself: its nodes, its own pods in kube-system, its DNS
-    WORKLOAD = "workload"  # what `pulumi up` declares in it: GPUs served, claims, registry, ranks
+    HOSTS = "hosts"
+    CLUSTER = "cluster"
+    WORKLOAD = "workload"
 
 
 ALL = frozenset(Part)
+# What each part checks, as `--only`'s help says it.
+DESCRIPTIONS = {
+    Part.HOSTS: "the machines, over SSH: OS, kernel settings, services, ports, GPUs, the export",
+    Part.CLUSTER: "Kubernetes itself: its nodes, its own pods in kube-system, its DNS",
+    Part.WORKLOAD: "what `pulumi up` declares in it: GPUs served, claims, registry, training ranks",
+}
+NO_PARTS = "parts: name at least one part (or None, for all)"
 # Each part's module in lab/validation/suite.
 MODULES = {Part.HOSTS: "test_host.py", Part.CLUSTER: "test_cluster.py", Part.WORKLOAD: "test_workload.py"}
 # The module of the checks `--after-reset` runs instead of the lab's.
 AFTER_RESET_MODULE = "test_reset.py"
+
+
+def ordered(parts: Iterable[Part]) -> list[Part]:
+    """`parts` in the order a lab is checked: hosts, cluster, workload."""
+    given = set(parts)
+    return [p for p in Part if p in given]
 
 
 def parse_parts(text: str) -> frozenset[Part]:

@@ -27,7 +27,16 @@ from lab.files import write_file
 from lab.paths import ROOT
 from lab.remote.server_cluster import has_cluster, no_cluster
 from lab.remote.ssh import CONNECT_TIMEOUT_S, NEVER_PROMPT, Remote, SshError, sudo_fix
-from lab.validation.parts import AFTER_RESET_MODULE, ALL, MODULES, Part, parse_parts
+from lab.validation.parts import (
+    AFTER_RESET_MODULE,
+    ALL,
+    DESCRIPTIONS,
+    MODULES,
+    NO_PARTS,
+    Part,
+    ordered,
+    parse_parts,
+)
 
 SUITE = Path(__file__).resolve().parent / "suite"
 SUITE_TIMEOUT_S = 1200
@@ -71,8 +80,8 @@ def run_suite(
     """Run the checks of `parts` in lab/validation/suite (or, after reset, the reset checks) against
     the inventory's hosts and return every check's outcome."""
     if not after_reset and not parts:
-        raise ValueError("parts: name at least one part")
-    modules = [AFTER_RESET_MODULE] if after_reset else [MODULES[p] for p in Part if p in parts]
+        raise ValueError(NO_PARTS)
+    modules = [AFTER_RESET_MODULE] if after_reset else [MODULES[p] for p in ordered(parts)]
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         report = Path(tmp) / "junit.xml"
         cmd = [
@@ -185,7 +194,7 @@ def validate(
     configuration, missing key, a node that cannot be reached or logged in to, no cluster yet, parts
     none of whose checks could apply), each problem on one line."""
     if parts is not None and not parts:
-        raise ValueError("parts: name at least one part, or None for all")
+        raise ValueError(NO_PARTS)
     if after_reset and parts is not None:
         print(
             "--only names parts of a lab, --after-reset checks that none is left: give one of the two",
@@ -226,7 +235,7 @@ def validate(
 def _nothing_to_check(lab: LabConfig, stack: str, parts: Set[Part]) -> str | None:
     """Why none of the checks of `parts` could apply to the lab (a run that would only skip and
     exit 0), or None."""
-    named = ",".join(p.value for p in Part if p in parts)
+    named = ",".join(p.value for p in ordered(parts))
     if not lab.bootstraps_hosts and parts <= {Part.HOSTS}:
         return (
             f"--only {named}: stack {stack} names a cluster's kubeconfig, so no host is logged in to"
@@ -244,7 +253,7 @@ def _naming(parts: Set[Part]) -> str:
     """` the hosts and cluster of` where a run checks only some parts; nothing where it checks all."""
     if parts == ALL:
         return ""
-    return f" the {' and '.join(p.value for p in Part if p in parts)} of"
+    return f" the {' and '.join(p.value for p in ordered(parts))} of"
 
 
 def _validate_cluster(lab: LabConfig, stack: str, *, after_reset: bool, parts: Set[Part], out: TextIO) -> int:
@@ -301,9 +310,8 @@ def add_parts_option(parser: argparse.ArgumentParser) -> None:
         action=_Union,
         default=None,
         metavar="PART[,PART]",
-        help="check only these parts: hosts (the machines), cluster (Kubernetes itself: its nodes and"
-        " own pods), workload (what `pulumi up` declares: GPUs served, claims, registry, training);"
-        " all by default",
+        help="check only these parts (all by default): "
+        + "; ".join(f"{part.value}, {what}" for part, what in DESCRIPTIONS.items()),
     )
 
 

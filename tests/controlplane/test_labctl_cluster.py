@@ -135,11 +135,11 @@ def test_validate_only_the_cluster_asks_nothing_of_the_workload(
     assert checked == ["FAIL  system pods run", "PASS  configured nodes are ready"]
 
 
-def test_validate_on_credentials_denied_the_system_pods_fails_that_check_alone(
+def test_validate_on_credentials_that_read_only_nodes_fails_each_other_check_alone(
     plane: controlplane.ControlPlane, values: dict[str, Any], tmp_path: Path
 ) -> None:
-    """A user of someone else's cluster may read the nodes and not kube-system's pods: the one
-    check that needs them fails with the fix, the others still run."""
+    """A user of someone else's cluster may read the nodes and nothing else: each check that needs
+    another read fails with the fix, and the node check still runs."""
 
     def kubectl(*args: str) -> str:
         return controlplane.kubectl(plane.layout, *args).stdout
@@ -153,19 +153,20 @@ def test_validate_on_credentials_denied_the_system_pods_fails_that_check_alone(
         token = kubectl("create", "token", "reads-nodes", "-n", "default").strip()
         given.write_text(kubeconfig.for_token(plane.layout, "reads-nodes", token))
         values["kubeconfig"] = str(given)
-        args = ("validate", *_stack(plane, tmp_path, values), "--only", "cluster")
-        done = labctl(*args, prefix=netns.inside(plane.layout))
+        done = labctl("validate", *_stack(plane, tmp_path, values), prefix=netns.inside(plane.layout))
     finally:
         kubectl("delete", "clusterrolebinding,clusterrole", "reads-nodes")
         kubectl("delete", "serviceaccount", "reads-nodes", "-n", "default")
     assert done.code == 1, (done.out, done.err)
     assert "PASS  configured nodes are ready: cluster" in done.out
-    assert (
-        "FAIL  system pods run: cluster\n      the API server https://" in done.out
-        and "answered 403 Forbidden to GET /api/v1/namespaces/kube-system/pods; give the kubeconfig's user"
-        " read access to the nodes, the pods of kube-system"
-        in done.out
-    ), done.out
+    fix = "give the kubeconfig's user read access there (get and list)"
+    claims = f"/api/v1/namespaces/{values.get('namespace', 'k8scifar')}/persistentvolumeclaims"
+    for check, path in [
+        ("system pods run", "/api/v1/namespaces/kube-system/pods"),
+        ("claims are bound", claims),
+    ]:
+        said = f"FAIL  {check}: cluster\n      the API server https://"
+        assert said in done.out and f"answered 403 Forbidden to GET {path}; {fix}" in done.out, done.out
 
 
 def test_wait_finds_the_gpus_the_cluster_lacks_through_its_api(

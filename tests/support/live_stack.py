@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import controlplane
+from lab.cluster.labels import label_selector
 from lab.config import LabConfig, parse_config
 from lab.config.loading import read_stack_values, stack_file
 from lab.controlplane import netns
@@ -98,7 +99,7 @@ def ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[st
 def pods_of(
     plane: controlplane.ControlPlane, namespace: str, selector: dict[str, str]
 ) -> list[dict[str, Any]]:
-    query = ",".join(f"{k}={v}" for k, v in selector.items())
+    query = label_selector(selector)
     found = controlplane.kubectl(plane.layout, "get", "pods", "-n", namespace, "-l", query, "-o", "json")
     return list(json.loads(found.stdout)["items"])
 

@@ -30,14 +30,15 @@ def test_a_tree_is_built_once_and_found_by_its_key(cache: Path) -> None:
     assert tree_cache.cached_tree("base", "a c", build) != first, "another key is another tree"
 
 
-def test_an_interrupted_build_is_never_found_and_starts_again_from_nothing(cache: Path) -> None:
-    def interrupted(folder: Path) -> None:
-        folder.mkdir()
-        (folder / "half").write_text("")
-        raise KeyboardInterrupt
+def _interrupted(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "half").write_text("")
+    raise KeyboardInterrupt
 
+
+def test_an_interrupted_build_is_never_found_and_starts_again_from_nothing(cache: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
-        tree_cache.cached_tree("tools", "k", interrupted)
+        tree_cache.cached_tree("tools", "k", _interrupted)
     assert [p.name.endswith(".building") for p in cache.iterdir()] == [True]
 
     def build(folder: Path) -> None:
@@ -47,3 +48,21 @@ def test_an_interrupted_build_is_never_found_and_starts_again_from_nothing(cache
     tree = tree_cache.cached_tree("tools", "k", build)
     assert sorted(p.name for p in cache.iterdir()) == [tree.name]
     assert list(tree.iterdir()) == []
+
+
+def test_a_leftover_that_cannot_be_removed_stops_the_build(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build into a leftover folder would nest the new tree inside it (`cp -a base building`)."""
+    with pytest.raises(KeyboardInterrupt):
+        tree_cache.cached_tree("tools", "k", _interrupted)
+
+    def busy(path: Path) -> None:
+        raise OSError(16, "Device or resource busy", str(path))
+
+    def build(folder: Path) -> None:
+        raise AssertionError("built into a leftover")
+
+    monkeypatch.setattr(tree_cache.shutil, "rmtree", busy)
+    with pytest.raises(OSError, match="busy"):
+        tree_cache.cached_tree("tools", "k", build)

@@ -74,8 +74,7 @@ def read(api: k8s_client.ApiClient, path: str) -> bytes | None:
         fix = (
             "renew the kubeconfig's credentials (`kubectl get nodes` with it says the same)"
             if err.status == 401
-            else "give the kubeconfig's user read access to the nodes, the pods of kube-system and the"
-            " lab's namespace"
+            else "give the kubeconfig's user read access there (get and list)"
         )
         refused = Forbidden if err.status == 403 else ClusterUnreachable
         raise refused(

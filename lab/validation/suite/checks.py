@@ -26,6 +26,12 @@ EXPORT_MARK: str = _NFS_DEFAULTS["nfs_server_mark"]
 EXPORT_FOLDERS: list[str] = _NFS_DEFAULTS["nfs_server_subdirs"]
 
 
+# Why the GPU checks do not apply: said alike by the suite and through a cluster's API.
+NO_GPUS = "no node of this lab has a GPU configured"
+PROVIDED_DEVICE_PLUGIN = "the cluster provides the device plugin (provides.devicePlugin)"
+DEVICE_PLUGIN = "NVIDIA device plugin"
+
+
 def require(problems: list[str]) -> None:
     """Fail the calling check with every problem spelled out (pytest would shorten a list)."""
     if problems:
@@ -186,25 +192,29 @@ def system_pod_problems(pods: Mapping[str, Any]) -> list[str]:
     live = [
         p
         for p in pods.get("items", [])
-        if p.get("status", {}).get("phase") not in TERMINAL_PHASES
-        and not p["metadata"].get("deletionTimestamp")
+        if _phase(p) not in TERMINAL_PHASES and not p["metadata"].get("deletionTimestamp")
     ]
     problems = []
-    serving = [p for p in live if p["status"].get("phase") == "Running" and _condition(p, "Ready") == "True"]
+    serving = [p for p in live if _phase(p) == "Running" and _condition(p, "Ready") == "True"]
     if not any(DNS_POD_LABELS.items() <= p["metadata"].get("labels", {}).items() for p in serving):
         problems.append(
             f"no cluster DNS: no pod labelled {label_selector(DNS_POD_LABELS)} runs ready in"
             f" {SYSTEM_NAMESPACE}, so no Service name resolves in a pod (the ranks find rank 0 by its name)"
         )
-    stuck = [
-        f"{p['metadata']['name']} ({phase}{', not Ready' if phase == 'Running' else ''})"
-        for p in live
-        if p not in serving
-        for phase in [p.get("status", {}).get("phase", "?")]
-    ]
+    stuck = [_pod_state(p) for p in live if p not in serving]
     if stuck:
         problems.append(f"{SYSTEM_NAMESPACE} pods not running and ready: {', '.join(stuck)}")
     return problems
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str(pod.get("status", {}).get("phase", "?"))
+
+
+def _pod_state(pod: Mapping[str, Any]) -> str:
+    """`name (Pending)`, or `name (Running, not Ready)`."""
+    phase = _phase(pod)
+    return f"{pod['metadata']['name']} ({phase}{', not Ready' if phase == 'Running' else ''})"
 
 
 def training_pod_problems(pods: Mapping[str, Any], world: World) -> list[str]:

@@ -33,7 +33,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A lab and a reset machine are opposite states: run only the checks of the one asked for."""
+    """A lab and a reset machine are opposite states: run only the checks of the one asked for.
+    The runner names the modules of either; this keeps a run of the whole folder right too."""
     after_reset = config.getoption("--lab-after-reset")
     keep = [i for i in items if (i.get_closest_marker("after_reset") is not None) == after_reset]
     dropped = [i for i in items if i not in keep]

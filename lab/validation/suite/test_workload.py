@@ -23,7 +23,7 @@ SMOKE_TIMEOUT_S = 120
 
 def _needs_gpus(lab: LabConfig) -> None:
     if not lab.has_gpus:
-        pytest.skip("no node of this lab has a GPU configured")
+        pytest.skip(checks.NO_GPUS)
 
 
 def test_gpus_are_allocatable_as_configured(kubectl: Kubectl, lab: LabConfig) -> None:
@@ -33,8 +33,10 @@ def test_gpus_are_allocatable_as_configured(kubectl: Kubectl, lab: LabConfig) ->
 
 def test_device_plugin_runs_on_every_gpu_node(kubectl: Kubectl, lab: LabConfig) -> None:
     _needs_gpus(lab)
+    if lab.provides.device_plugin:
+        pytest.skip(checks.PROVIDED_DEVICE_PLUGIN)
     pods = kubectl.get("pods", "--all-namespaces", "-l", pod_selector(lab.namespace, gpu.APP, gpu.COMPONENT))
-    checks.require(checks.pod_problems(pods, len(lab.gpu_nodes), "NVIDIA device plugin"))
+    checks.require(checks.pod_problems(pods, len(lab.gpu_nodes), checks.DEVICE_PLUGIN))
 
 
 def test_gpu_smoke_pod_runs_nvidia_smi(kubectl: Kubectl, lab: LabConfig) -> None:
