@@ -46,9 +46,14 @@ def _record(machine: Machine) -> Path:
     return machine.root.with_name(f"{machine.root.name}.cgroups")
 
 
+def _made_here(machine: Machine) -> list[Path]:
+    """The machine's cgroups as this process makes them: one below its own in every hierarchy."""
+    return [path / machine.netns for path in _own_paths()]
+
+
 def machine_paths(machine: Machine) -> list[Path]:
     """The machine's cgroups, as this process would make them and as `create` recorded them."""
-    own = [path / machine.netns for path in _own_paths()]
+    own = _made_here(machine)
     try:
         recorded = [Path(line) for line in _record(machine).read_text().splitlines() if line]
     except FileNotFoundError:
@@ -59,9 +64,10 @@ def machine_paths(machine: Machine) -> list[Path]:
 def create(machine: Machine) -> list[Path]:
     """Make the machine's cgroups (a stale tree of an earlier machine is removed first)."""
     remove(machine)
-    made = [path / machine.netns for path in _own_paths()]
-    _record(machine).parent.mkdir(parents=True, exist_ok=True)
-    _record(machine).write_text("".join(f"{path}\n" for path in made))
+    made = _made_here(machine)
+    record = _record(machine)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("".join(f"{path}\n" for path in made))
     for path in made:
         path.mkdir()
         for name in CPUSET_INHERITED:

@@ -164,18 +164,10 @@ def node_problems(nodes: Mapping[str, Any], expected: Iterable[str]) -> list[str
 def pod_problems(pods: Mapping[str, Any], expected: int, what: str) -> list[str]:
     """`what` needs `expected` Running and Ready pods (from `kubectl get pods -o json`)."""
     items = pods.get("items", [])
-    running = [
-        p["metadata"]["name"]
-        for p in items
-        if p.get("status", {}).get("phase") == "Running" and _condition(p, "Ready") == "True"
-    ]
+    running = [p["metadata"]["name"] for p in items if _serving(p)]
     if len(running) >= expected:
         return []
-    others = [
-        f"{p['metadata']['name']} ({p.get('status', {}).get('phase', '?')})"
-        for p in items
-        if p["metadata"]["name"] not in running
-    ]
+    others = [f"{p['metadata']['name']} ({_phase(p)})" for p in items if p["metadata"]["name"] not in running]
     detail = f"; not running: {', '.join(others)}" if others else ""
     return [f"{what}: {len(running)} of {expected} pods running and ready{detail}"]
 
@@ -195,7 +187,7 @@ def system_pod_problems(pods: Mapping[str, Any]) -> list[str]:
         if _phase(p) not in TERMINAL_PHASES and not p["metadata"].get("deletionTimestamp")
     ]
     problems = []
-    serving = [p for p in live if _phase(p) == "Running" and _condition(p, "Ready") == "True"]
+    serving = [p for p in live if _serving(p)]
     if not any(DNS_POD_LABELS.items() <= p["metadata"].get("labels", {}).items() for p in serving):
         problems.append(
             f"no cluster DNS: no pod labelled {label_selector(DNS_POD_LABELS)} runs ready in"
@@ -209,6 +201,10 @@ def system_pod_problems(pods: Mapping[str, Any]) -> list[str]:
 
 def _phase(pod: Mapping[str, Any]) -> str:
     return str(pod.get("status", {}).get("phase", "?"))
+
+
+def _serving(pod: Mapping[str, Any]) -> bool:
+    return _phase(pod) == "Running" and _condition(pod, "Ready") == "True"
 
 
 def _pod_state(pod: Mapping[str, Any]) -> str:
